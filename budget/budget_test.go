@@ -1,0 +1,136 @@
+package budget_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/memstore"
+)
+
+func TestPriceCost(t *testing.T) {
+	gpt4o := budget.Price{Input: 2_500_000, CachedInput: 1_250_000, Output: 10_000_000} // $2.50 / $1.25 / $10 per 1M
+	tests := []struct {
+		desc string
+		u    budget.Usage
+		want budget.Money
+	}{
+		{"nothing", budget.Usage{}, 0},
+		{"one input token rounds up", budget.Usage{InputTokens: 1}, 3},
+		{"1M in, 1M out", budget.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000}, 12_500_000},
+		{"cached part at its own rate", budget.Usage{InputTokens: 1_000_000, CachedInputTokens: 400_000}, 1_500_000 + 500_000},
+		{"typical chat", budget.Usage{InputTokens: 1234, OutputTokens: 567}, 3085 + 5670},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := gpt4o.Cost(tc.u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("Cost = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPriceCostRefusesBadUsage(t *testing.T) {
+	p := budget.Price{Input: 1, Output: 1 << 62}
+	for _, u := range []budget.Usage{
+		{InputTokens: -1},
+		{InputTokens: 5, CachedInputTokens: 6},
+		{OutputTokens: 1 << 41},
+		{OutputTokens: 1 << 39}, // in range, but the product overflows int64
+	} {
+		if c, err := p.Cost(u); err == nil {
+			t.Errorf("Cost(%+v) = %d, want an error", u, c)
+		}
+	}
+}
+
+func TestMoneyString(t *testing.T) {
+	for m, want := range map[budget.Money]string{0: "$0.000000", 1_250_000: "$1.250000", -7: "-$0.000007"} {
+		if got := m.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int64(m), got, want)
+		}
+	}
+}
+
+func TestPeriods(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		desc    string
+		p       budget.Period
+		at      time.Time
+		loc     *time.Location
+		wantID  string
+		wantEnd time.Time
+	}{
+		{"month in UTC", budget.Month, time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC), nil, "2026-11", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		{"already December in UTC is still November in New York", budget.Month, time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), ny, "2026-11", time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)},
+		{"year rollover", budget.Month, time.Date(2026, 12, 31, 12, 0, 0, 0, time.UTC), nil, "2026-12", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"day across a DST change is 25 hours", budget.Day, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), ny, "2026-11-01", time.Date(2026, 11, 2, 5, 0, 0, 0, time.UTC)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := budget.PeriodID(tc.p, tc.at, tc.loc); got != tc.wantID {
+				t.Errorf("PeriodID = %q, want %q", got, tc.wantID)
+			}
+			if got := budget.PeriodEnd(tc.p, tc.at, tc.loc); !got.Equal(tc.wantEnd) {
+				t.Errorf("PeriodEnd = %v, want %v", got, tc.wantEnd)
+			}
+		})
+	}
+}
+
+func TestEngineNamesTheDecidingLimit(t *testing.T) {
+	s, _ := memstore.New(memstore.Options{})
+	e := budget.NewEngine(s, 0)
+	limits := []budget.Limit{
+		{Bucket: "org", Name: "org-usd-month", Scope: budget.ScopeOrg, Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1000, Period: budget.Month},
+		{Bucket: "team", Name: "team-usd-day", Scope: budget.ScopeTeam, Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 10, Period: budget.Day},
+	}
+	_, _, err := e.Reserve(context.Background(), limits, budget.Amounts{Cost: 11, Requests: 1})
+	var refused *budget.RefusedError
+	if !errors.As(err, &refused) || !errors.Is(err, budget.ErrExhausted) {
+		t.Fatalf("err = %v, want a RefusedError wrapping ErrExhausted", err)
+	}
+	if refused.Limit.Name != "team-usd-day" {
+		t.Fatalf("decided by %q, want team-usd-day", refused.Limit.Name)
+	}
+	if _, _, err := e.Reserve(context.Background(), append(limits, limits[0]), budget.Amounts{Cost: 1}); err == nil {
+		t.Fatal("a bucket listed twice was accepted")
+	}
+	if _, _, err := e.Reserve(context.Background(), limits, budget.Amounts{Cost: -1}); err == nil {
+		t.Fatal("a negative estimate was accepted")
+	}
+}
+
+func Example() {
+	store, _ := memstore.New(memstore.Options{})
+	engine := budget.NewEngine(store, time.Minute)
+	team := budget.Limit{Bucket: "team:ml", Name: "ml-monthly", Scope: budget.ScopeTeam,
+		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: int64(5 * budget.Dollar), Period: budget.Month}
+	ctx := context.Background()
+
+	// Reserve the upper bound of a request before forwarding it…
+	r, res, err := engine.Reserve(ctx, []budget.Limit{team}, budget.Amounts{Cost: 3 * budget.Dollar, Requests: 1})
+	fmt.Println(err, budget.Money(res.Status[0].Remaining))
+	// …and settle what the upstream reported.
+	outcome, _ := engine.Settle(ctx, r, budget.Amounts{Cost: 1_200_000, Requests: 1})
+	st, _ := engine.Peek(ctx, []budget.Limit{team})
+	fmt.Println(outcome, budget.Money(st[0].Remaining))
+
+	_, _, err = engine.Reserve(ctx, []budget.Limit{team}, budget.Amounts{Cost: 4 * budget.Dollar, Requests: 1})
+	fmt.Println(errors.Is(err, budget.ErrExhausted))
+	// Output:
+	// <nil> $2.000000
+	// settled $3.800000
+	// true
+}

@@ -1,0 +1,109 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// DefaultLease is how long a reservation lives without a settlement or a
+// heartbeat before the sweeper charges it in full.
+const DefaultLease = 10 * time.Minute
+
+// Engine reserves upper bounds and settles real usage against a Store. It is
+// safe for concurrent use.
+type Engine struct {
+	store Store
+	lease time.Duration
+}
+
+// NewEngine returns an engine on store. A zero lease means DefaultLease.
+func NewEngine(store Store, lease time.Duration) *Engine {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return &Engine{store: store, lease: lease}
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() Store { return e.store }
+
+// Reserve takes est from every limit, all or nothing. On refusal the error is
+// a *RefusedError wrapping the sentinel of the deciding limit; a store
+// failure wraps ErrStoreUnavailable. Each limit takes est in its own unit;
+// a Concurrency limit takes one slot.
+func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Reservation, Result, error) {
+	if err := est.Validate(); err != nil {
+		return nil, Result{Decider: -1}, err
+	}
+	seen := make(map[string]struct{}, len(limits))
+	debits := make([]Debit, len(limits))
+	for i, l := range limits {
+		if err := l.Validate(); err != nil {
+			return nil, Result{Decider: -1}, err
+		}
+		if _, dup := seen[l.Bucket]; dup {
+			return nil, Result{Decider: -1}, fmt.Errorf("budget: bucket %q listed twice", l.Bucket)
+		}
+		seen[l.Bucket] = struct{}{}
+		amount := est.Of(l.Unit)
+		if l.Kind == Concurrency {
+			amount = 1
+		}
+		debits[i] = Debit{Limit: l, Amount: amount}
+	}
+	r := &Reservation{ID: rand.Text(), Debits: debits, Lease: e.lease}
+	res, err := e.store.Reserve(ctx, r)
+	if err != nil {
+		if isRefusal(err) && res.Decider >= 0 && res.Decider < len(limits) {
+			return nil, res, &RefusedError{Limit: limits[res.Decider], Result: res, reason: err}
+		}
+		return nil, res, fmt.Errorf("reserving: %w", err)
+	}
+	return r, res, nil
+}
+
+// Settle charges the actual amounts and releases the rest of r. It is
+// idempotent by reservation id.
+func (e *Engine) Settle(ctx context.Context, r *Reservation, actual Amounts) (Outcome, error) {
+	o, err := e.store.Settle(ctx, r.ID, actual)
+	if err != nil {
+		return o, fmt.Errorf("settling %s: %w", r.ID, err)
+	}
+	return o, nil
+}
+
+// Release gives r back in full: the request never reached the upstream, or
+// the upstream failed without serving it.
+func (e *Engine) Release(ctx context.Context, r *Reservation) error {
+	_, err := e.Settle(ctx, r, Amounts{})
+	return err
+}
+
+// Peek reports what is left in limits without changing them.
+func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
+	return e.store.Peek(ctx, limits)
+}
+
+// RunSweeper charges expired leases every interval until ctx is done.
+func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := e.store.Sweep(ctx)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Warn("sweeping expired reservations", "err", err)
+			}
+			if n > 0 {
+				log.Warn("charged expired reservations at their reserved amounts", "count", n)
+			}
+		}
+	}
+}

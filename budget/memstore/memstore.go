@@ -1,0 +1,249 @@
+// Package memstore is the embedded budget.Store: state in process memory,
+// snapshotted to a local file (periodically and at shutdown, by atomic
+// rename) so month-to-date spend survives a restart. It serves a single
+// gateway instance; many instances need budget/redisstore.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// tombstoneTTL is how long a resolved reservation id is remembered, so a late
+// or replayed settlement is recognised and charged once.
+const tombstoneTTL = 24 * time.Hour
+
+// Store is the embedded store. It is safe for concurrent use; every
+// operation holds one mutex for a few map look-ups.
+type Store struct {
+	now  func() time.Time
+	path string // snapshot file; empty: no snapshots
+
+	mu    sync.Mutex
+	state state
+}
+
+type ceilingKey struct{ Bucket, Period string }
+
+type ceilingUse struct{ Spent, Pending int64 }
+
+type openReservation struct {
+	Debits  []budget.Debit
+	Expires int64 // unix µs
+}
+
+type closedReservation struct {
+	Outcome budget.Outcome
+	Forget  int64 // unix µs
+}
+
+// state is everything a snapshot holds. Access requires Store.mu.
+type state struct {
+	rates    map[string]int64
+	ceilings map[ceilingKey]ceilingUse
+	inflight map[string]int64
+	open     map[string]openReservation
+	closed   map[string]closedReservation
+}
+
+func newState() state {
+	return state{
+		rates:    map[string]int64{},
+		ceilings: map[ceilingKey]ceilingUse{},
+		inflight: map[string]int64{},
+		open:     map[string]openReservation{},
+		closed:   map[string]closedReservation{},
+	}
+}
+
+var _ budget.State = (*state)(nil)
+
+func (s *state) RateTAT(b string) int64       { return s.rates[b] }
+func (s *state) SetRateTAT(b string, t int64) { s.rates[b] = t }
+func (s *state) CeilingUse(b, p string) (int64, int64) {
+	u := s.ceilings[ceilingKey{b, p}]
+	return u.Spent, u.Pending
+}
+func (s *state) SetCeilingUse(b, p string, spent, pending int64) {
+	s.ceilings[ceilingKey{b, p}] = ceilingUse{spent, pending}
+}
+func (s *state) InFlight(b string) int64 { return s.inflight[b] }
+func (s *state) SetInFlight(b string, n int64) {
+	if n == 0 {
+		delete(s.inflight, b)
+		return
+	}
+	s.inflight[b] = n
+}
+
+// Options configure a Store. The zero value is an in-memory store on the
+// wall clock with no snapshots.
+type Options struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// SnapshotPath is the file state is saved to and loaded from; empty
+	// means memory only.
+	SnapshotPath string
+}
+
+// New returns a store, loading the snapshot at opts.SnapshotPath if one exists.
+func New(opts Options) (*Store, error) {
+	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.path != "" {
+		if err := s.load(); err != nil {
+			return nil, fmt.Errorf("memstore: loading snapshot: %w", err)
+		}
+	}
+	return s, nil
+}
+
+var _ budget.Store = (*Store)(nil)
+
+// Reserve implements budget.Store.
+func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return budget.Result{Decider: -1}, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.state.open[r.ID]; dup {
+		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
+	}
+	if _, dup := s.state.closed[r.ID]; dup {
+		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
+	}
+	res, err := budget.Apply(&s.state, r.Debits, now)
+	if err != nil {
+		return res, err
+	}
+	s.state.open[r.ID] = openReservation{Debits: r.Debits, Expires: now.Add(r.Lease).UnixMicro()}
+	return res, nil
+}
+
+// Settle implements budget.Store.
+func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (budget.Outcome, error) {
+	if err := actual.Validate(); err != nil {
+		return 0, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settleLocked(id, actual, budget.Settled, now)
+}
+
+// settleLocked resolves id; outcome is Settled for a real settlement and
+// Expired for the sweeper. Requires s.mu.
+func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Outcome, now time.Time) (budget.Outcome, error) {
+	r, ok := s.state.open[id]
+	if !ok {
+		c, seen := s.state.closed[id]
+		if !seen {
+			return 0, budget.ErrUnknownReservation
+		}
+		if c.Outcome == budget.Settled {
+			return budget.AlreadySettled, nil
+		}
+		return c.Outcome, nil
+	}
+	if err := budget.SettleDebits(&s.state, r.Debits, actual, now); err != nil {
+		return 0, err
+	}
+	delete(s.state.open, id)
+	s.state.closed[id] = closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro()}
+	return outcome, nil
+}
+
+// Extend implements budget.Store.
+func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) error {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.state.open[id]
+	if !ok {
+		return budget.ErrUnknownReservation
+	}
+	r.Expires = now.Add(lease).UnixMicro()
+	s.state.open[id] = r
+	return nil
+}
+
+// Sweep implements budget.Store: expired leases are charged their reserved
+// amounts, and tombstones and full rate buckets past their use are dropped.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	now := s.now()
+	nowUs := now.UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, r := range s.state.open {
+		if r.Expires > nowUs {
+			continue
+		}
+		if _, err := s.settleLocked(id, reservedAmounts(r.Debits), budget.Expired, now); err != nil {
+			return n, fmt.Errorf("memstore: sweeping %s: %w", id, err)
+		}
+		n++
+	}
+	for id, c := range s.state.closed {
+		if c.Forget <= nowUs {
+			delete(s.state.closed, id)
+		}
+	}
+	for b, tat := range s.state.rates {
+		if tat <= nowUs {
+			delete(s.state.rates, b) // a full bucket reads the same as a missing one
+		}
+	}
+	return n, nil
+}
+
+// reservedAmounts is what charging a reservation in full means: for each
+// unit, the largest amount any of its debits reserved. Every debit of one
+// reservation reserved the same estimate in its own unit, so this recovers it.
+func reservedAmounts(debits []budget.Debit) budget.Amounts {
+	var a budget.Amounts
+	for _, d := range debits {
+		switch d.Limit.Unit {
+		case budget.Tokens:
+			a.Tokens = max(a.Tokens, d.Amount)
+		case budget.Microdollars:
+			a.Cost = max(a.Cost, budget.Money(d.Amount))
+		case budget.Requests:
+			if d.Limit.Kind != budget.Concurrency {
+				a.Requests = max(a.Requests, d.Amount)
+			}
+		}
+	}
+	return a
+}
+
+// Peek implements budget.Store.
+func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Status, error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return budget.Peek(&s.state, limits, now), nil
+}
+
+// Spent returns the settled spend of a Ceiling bucket in a period, and what
+// is still pending there.
+func (s *Store) Spent(bucket, period string) (spent, pending int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.CeilingUse(bucket, period)
+}
+
+// Open returns the number of open reservations.
+func (s *Store) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.state.open)
+}

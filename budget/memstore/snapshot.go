@@ -1,0 +1,152 @@
+package memstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// snapshotVersion changes when the file format does; an unknown version is
+// refused rather than misread.
+const snapshotVersion = 1
+
+type snapshotFile struct {
+	Version  int                          `json:"version"`
+	Taken    time.Time                    `json:"taken"`
+	Rates    map[string]int64             `json:"rates"`
+	Ceilings []snapshotCeiling            `json:"ceilings"`
+	InFlight map[string]int64             `json:"in_flight"`
+	Open     map[string]openReservation   `json:"open"`
+	Closed   map[string]closedReservation `json:"closed"`
+}
+
+type snapshotCeiling struct {
+	Bucket  string `json:"bucket"`
+	Period  string `json:"period"`
+	Spent   int64  `json:"spent"`
+	Pending int64  `json:"pending"`
+}
+
+// Snapshot writes the whole state to the snapshot file: a temporary file in
+// the same directory, fsync'd, then renamed over the old one, so a crash
+// leaves either the old or the new snapshot, never a torn one.
+func (s *Store) Snapshot() error {
+	if s.path == "" {
+		return nil
+	}
+	s.mu.Lock()
+	f := snapshotFile{
+		Version:  snapshotVersion,
+		Taken:    s.now().UTC(),
+		Rates:    s.state.rates,
+		InFlight: s.state.inflight,
+		Open:     s.state.open,
+		Closed:   s.state.closed,
+	}
+	for k, u := range s.state.ceilings {
+		f.Ceilings = append(f.Ceilings, snapshotCeiling{k.Bucket, k.Period, u.Spent, u.Pending})
+	}
+	// Encoding under the lock keeps the maps consistent; it is the only
+	// long hold, and it runs once per snapshot interval.
+	data, err := json.Marshal(f)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("memstore: encoding snapshot: %w", err)
+	}
+	return writeAtomic(s.path, data)
+}
+
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("memstore: writing snapshot: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("memstore: writing snapshot: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("memstore: syncing snapshot: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("memstore: closing snapshot: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("memstore: renaming snapshot: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // makes the rename durable where the filesystem supports it
+		d.Close()
+	}
+	return nil
+}
+
+func (s *Store) load() error {
+	data, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var f snapshotFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("decoding %s: %w", s.path, err)
+	}
+	if f.Version != snapshotVersion {
+		return fmt.Errorf("%s: snapshot version %d, want %d", s.path, f.Version, snapshotVersion)
+	}
+	st := newState()
+	for k, v := range f.Rates {
+		st.rates[k] = v
+	}
+	for k, v := range f.InFlight {
+		st.inflight[k] = v
+	}
+	for k, v := range f.Open {
+		st.open[k] = v
+	}
+	for k, v := range f.Closed {
+		st.closed[k] = v
+	}
+	for _, c := range f.Ceilings {
+		st.ceilings[ceilingKey{c.Bucket, c.Period}] = ceilingUse{c.Spent, c.Pending}
+	}
+	s.mu.Lock()
+	s.state = st
+	s.mu.Unlock()
+	return nil
+}
+
+// Run snapshots every interval until ctx is done, then once more.
+func (s *Store) Run(ctx context.Context, interval time.Duration, log *slog.Logger) {
+	if s.path == "" {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Snapshot(); err != nil {
+				log.Error("snapshotting budget state", "err", err)
+			}
+		}
+	}
+}
+
+// Close writes a final snapshot. Call it after the last settlement.
+func (s *Store) Close() error { return s.Snapshot() }
+
+var _ interface{ Close() error } = (*Store)(nil)

@@ -1,0 +1,74 @@
+package budget
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// Money is an amount in micro-dollars (1e-6 USD). Money never holds a float:
+// every price and every charge is an integer number of micro-dollars, so sums
+// in the store and the ledger are exact.
+type Money int64
+
+// Dollar is one US dollar in micro-dollars.
+const Dollar Money = 1_000_000
+
+// ErrOverflow reports an amount too large to represent in int64.
+var ErrOverflow = errors.New("budget: amount overflows int64")
+
+// String formats m as dollars with all six decimals, e.g. "$1.250000".
+func (m Money) String() string {
+	sign := ""
+	u := uint64(m)
+	if m < 0 {
+		sign = "-"
+		u = uint64(-m)
+	}
+	return fmt.Sprintf("%s$%d.%06d", sign, u/1_000_000, u%1_000_000)
+}
+
+// mulDivCeil returns ceil(a*b/d) for non-negative a, b and positive d, computed
+// in 128 bits so that no intermediate product can overflow.
+func mulDivCeil(a, b, d int64) (int64, error) {
+	if a < 0 || b < 0 || d <= 0 {
+		return 0, fmt.Errorf("budget: mulDivCeil(%d, %d, %d): negative operand", a, b, d)
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(d) {
+		return 0, ErrOverflow
+	}
+	q, r := bits.Div64(hi, lo, uint64(d))
+	if r != 0 {
+		q++
+	}
+	if q > 1<<63-1 {
+		return 0, ErrOverflow
+	}
+	return int64(q), nil
+}
+
+// mulDivFloor returns floor(a*b/d) for non-negative a, b and positive d.
+func mulDivFloor(a, b, d int64) (int64, error) {
+	if a < 0 || b < 0 || d <= 0 {
+		return 0, fmt.Errorf("budget: mulDivFloor(%d, %d, %d): negative operand", a, b, d)
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(d) {
+		return 0, ErrOverflow
+	}
+	q, _ := bits.Div64(hi, lo, uint64(d))
+	if q > 1<<63-1 {
+		return 0, ErrOverflow
+	}
+	return int64(q), nil
+}
+
+// addChecked returns a+b or ErrOverflow.
+func addChecked(a, b int64) (int64, error) {
+	s := a + b
+	if (b > 0 && s < a) || (b < 0 && s > a) {
+		return 0, ErrOverflow
+	}
+	return s, nil
+}

@@ -1,0 +1,31 @@
+package budget
+
+import "time"
+
+// PeriodID returns the calendar id of the period that contains t in loc:
+// "2026-11" for a month, "2026-11-29" for a day. Budgets are keyed by it, so
+// a new period starts from zero at local midnight, not at a rolling offset.
+func PeriodID(p Period, t time.Time, loc *time.Location) string {
+	t = t.In(locOrUTC(loc))
+	if p == Day {
+		return t.Format("2006-01-02")
+	}
+	return t.Format("2006-01")
+}
+
+// PeriodEnd returns the first instant after the period containing t.
+func PeriodEnd(p Period, t time.Time, loc *time.Location) time.Time {
+	t = t.In(locOrUTC(loc))
+	y, m, d := t.Date()
+	if p == Day {
+		return time.Date(y, m, d+1, 0, 0, 0, 0, t.Location())
+	}
+	return time.Date(y, m+1, 1, 0, 0, 0, 0, t.Location())
+}
+
+func locOrUTC(loc *time.Location) *time.Location {
+	if loc == nil {
+		return time.UTC
+	}
+	return loc
+}

@@ -1,0 +1,229 @@
+package budget
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is the counters a store keeps: one theoretical arrival time per Rate
+// bucket, spent and pending per Ceiling bucket and period, and in-flight
+// counts per Concurrency bucket. A missing counter reads as zero.
+//
+// Apply and SettleDebits run the whole algorithm over a State; a store only
+// keeps the counters and makes each call atomic (the embedded store holds a
+// mutex around it; the Redis store runs the same steps in one Lua script).
+// Implementations need not be safe for concurrent use.
+type State interface {
+	RateTAT(bucket string) int64
+	SetRateTAT(bucket string, tat int64)
+	CeilingUse(bucket, period string) (spent, pending int64)
+	SetCeilingUse(bucket, period string, spent, pending int64)
+	InFlight(bucket string) int64
+	SetInFlight(bucket string, n int64)
+}
+
+// Debit is what one reservation took from one bucket.
+type Debit struct {
+	Limit  Limit
+	Amount int64  // in Limit.Unit; 1 for Concurrency
+	Period string // the Ceiling period charged, fixed at reservation time
+}
+
+// Result is a store's answer to a reservation.
+type Result struct {
+	Allowed bool
+	// Decider is the index of the limit that refused or, when allowed, of
+	// the limit with the least room left relative to its capacity. -1 when
+	// there are no limits.
+	Decider int
+	// RetryAfter is how long until the refused request could fit (zero when
+	// allowed).
+	RetryAfter time.Duration
+	// Status holds one entry per limit, in order, after the reservation (or
+	// as found, when refused).
+	Status []Status
+}
+
+// Status is what is left in one bucket.
+type Status struct {
+	Remaining  int64         // units left; never negative
+	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's period ends
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// rateCost is how many microseconds of a Rate bucket n units take:
+// ceil(n * window / amount).
+func rateCost(l *Limit, n int64) (int64, error) {
+	return mulDivCeil(n, l.Window.Microseconds(), l.Amount)
+}
+
+// check decides one debit against the state without changing it.
+func check(st State, d *Debit, now time.Time) (ok bool, s Status, retry time.Duration, err error) {
+	l := &d.Limit
+	switch l.Kind {
+	case Rate:
+		nowUs := micros(now)
+		tat := max(st.RateTAT(l.Bucket), nowUs)
+		cost, err := rateCost(l, d.Amount)
+		if err != nil {
+			return false, s, 0, err
+		}
+		tol, err := rateCost(l, l.burst())
+		if err != nil {
+			return false, s, 0, err
+		}
+		if cost > tol {
+			return false, rateStatus(l, tat, nowUs, tol), 0, ErrTooLarge
+		}
+		newTAT := tat + cost
+		if newTAT-nowUs > tol {
+			return false, rateStatus(l, tat, nowUs, tol), time.Duration(newTAT-nowUs-tol) * time.Microsecond, ErrRateLimited
+		}
+		return true, rateStatus(l, newTAT, nowUs, tol), 0, nil
+	case Ceiling:
+		spent, pending := st.CeilingUse(l.Bucket, d.Period)
+		used := spent + pending
+		reset := PeriodEnd(l.Period, now, l.Location).Sub(now)
+		if d.Amount > l.Amount-used {
+			return false, Status{Remaining: max(0, l.Amount-used), ResetAfter: reset}, reset, ErrExhausted
+		}
+		return true, Status{Remaining: l.Amount - used - d.Amount, ResetAfter: reset}, 0, nil
+	case Concurrency:
+		n := st.InFlight(l.Bucket)
+		if n+d.Amount > l.Amount {
+			return false, Status{Remaining: max(0, l.Amount-n)}, time.Second, ErrConcurrency
+		}
+		return true, Status{Remaining: l.Amount - n - d.Amount}, 0, nil
+	}
+	return false, s, 0, fmt.Errorf("budget: limit %s: unknown kind %v", l.Bucket, l.Kind)
+}
+
+func rateStatus(l *Limit, tat, now, tol int64) Status {
+	// Room left is the part of the tolerance not yet taken, in units.
+	room := max(0, tol-(tat-now))
+	rem, err := mulDivFloor(room, l.Amount, l.Window.Microseconds())
+	if err != nil {
+		rem = 0
+	}
+	return Status{Remaining: min(rem, l.burst()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
+}
+
+// Apply checks every debit and, only if all fit, applies all of them: all or
+// nothing. It fills in each Ceiling debit's Period from now. The returned
+// error is nil when allowed, one of the refusal sentinels when refused, or an
+// unexpected error (nothing is applied then either).
+func Apply(st State, debits []Debit, now time.Time) (Result, error) {
+	res := Result{Allowed: true, Decider: -1, Status: make([]Status, len(debits))}
+	var refusal error
+	tightest := 2.0
+	for i := range debits {
+		d := &debits[i]
+		if d.Limit.Kind == Ceiling {
+			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
+		}
+		ok, s, retry, err := check(st, d, now)
+		res.Status[i] = s
+		switch {
+		case ok:
+			if !res.Allowed {
+				continue
+			}
+			if f := fraction(&d.Limit, s.Remaining); f < tightest {
+				tightest, res.Decider = f, i
+			}
+		case isRefusal(err):
+			// The strictest refusal decides: the one that makes the client
+			// wait longest (a spent budget beats a busy rate bucket).
+			if res.Allowed || retry > res.RetryAfter || err == ErrTooLarge && refusal != ErrTooLarge {
+				res.Decider, res.RetryAfter, refusal = i, retry, err
+			}
+			res.Allowed = false
+		default:
+			return Result{Decider: -1}, err
+		}
+	}
+	if !res.Allowed {
+		return res, refusal
+	}
+	for i := range debits {
+		take(st, &debits[i], now)
+	}
+	return res, nil
+}
+
+func isRefusal(err error) bool {
+	return err == ErrRateLimited || err == ErrExhausted || err == ErrConcurrency || err == ErrTooLarge
+}
+
+func fraction(l *Limit, remaining int64) float64 {
+	c := l.Amount
+	if l.Kind == Rate {
+		c = l.burst()
+	}
+	if c <= 0 {
+		return 0
+	}
+	return float64(remaining) / float64(c)
+}
+
+func take(st State, d *Debit, now time.Time) {
+	l := &d.Limit
+	switch l.Kind {
+	case Rate:
+		cost, _ := rateCost(l, d.Amount) // checked in check
+		st.SetRateTAT(l.Bucket, max(st.RateTAT(l.Bucket), micros(now))+cost)
+	case Ceiling:
+		spent, pending := st.CeilingUse(l.Bucket, d.Period)
+		st.SetCeilingUse(l.Bucket, d.Period, spent, pending+d.Amount)
+	case Concurrency:
+		st.SetInFlight(l.Bucket, st.InFlight(l.Bucket)+d.Amount)
+	}
+}
+
+// SettleDebits resolves a reservation: each Ceiling moves the reserved amount
+// from pending to the actual amount spent (in the period it was reserved in);
+// each Rate bucket gets the difference refunded or charged (possibly into
+// debt); each Concurrency slot is freed.
+func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error {
+	if err := actual.Validate(); err != nil {
+		return err
+	}
+	for i := range debits {
+		d := &debits[i]
+		l := &d.Limit
+		a := actual.Of(l.Unit)
+		switch l.Kind {
+		case Rate:
+			reserved, err := rateCost(l, d.Amount)
+			if err != nil {
+				return err
+			}
+			used, err := rateCost(l, a)
+			if err != nil {
+				return err
+			}
+			nowUs := micros(now)
+			st.SetRateTAT(l.Bucket, max(max(st.RateTAT(l.Bucket), nowUs)+used-reserved, nowUs))
+		case Ceiling:
+			spent, pending := st.CeilingUse(l.Bucket, d.Period)
+			st.SetCeilingUse(l.Bucket, d.Period, spent+a, max(0, pending-d.Amount))
+		case Concurrency:
+			st.SetInFlight(l.Bucket, max(0, st.InFlight(l.Bucket)-d.Amount))
+		}
+	}
+	return nil
+}
+
+// Peek reports each limit's status without changing anything.
+func Peek(st State, limits []Limit, now time.Time) []Status {
+	out := make([]Status, len(limits))
+	for i := range limits {
+		d := Debit{Limit: limits[i]}
+		if d.Limit.Kind == Ceiling {
+			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
+		}
+		_, out[i], _, _ = check(st, &d, now)
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+package budget
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps budget state and makes each operation atomic. Both stores
+// (budget/memstore, budget/redisstore) pass the contract suite in
+// budget/storetest. A store that cannot reach its backend returns an error
+// wrapping ErrStoreUnavailable.
+type Store interface {
+	// Reserve atomically checks every debit of r and, only if all fit,
+	// applies them and records r as an open reservation whose lease ends
+	// after r.Lease. On refusal nothing changes and the error is one of the
+	// refusal sentinels (ErrRateLimited, ErrExhausted, ErrConcurrency,
+	// ErrTooLarge); Result says which limit decided.
+	Reserve(ctx context.Context, r *Reservation) (Result, error)
+	// Settle resolves reservation id with the actual amounts. It is
+	// idempotent: settling an id again (or after its lease expired and the
+	// sweeper charged it in full) changes nothing and returns the first
+	// outcome. An id never seen returns ErrUnknownReservation.
+	Settle(ctx context.Context, id string, actual Amounts) (Outcome, error)
+	// Extend renews the lease of an open reservation (a long stream's
+	// heartbeat).
+	Extend(ctx context.Context, id string, lease time.Duration) error
+	// Sweep settles every reservation whose lease has expired at its
+	// reserved amounts (over-count, never under-count) and returns how many.
+	Sweep(ctx context.Context) (int, error)
+	// Peek reports the current status of limits without changing them.
+	Peek(ctx context.Context, limits []Limit) ([]Status, error)
+}
+
+// Reservation is an open claim on budgets: the upper bound of one request.
+type Reservation struct {
+	ID     string
+	Debits []Debit
+	Lease  time.Duration
+}
+
+// Outcome says how a reservation was resolved.
+type Outcome uint8
+
+const (
+	// Settled: resolved by this call with the actual amounts.
+	Settled Outcome = iota + 1
+	// AlreadySettled: an earlier Settle resolved it; nothing changed.
+	AlreadySettled
+	// Expired: its lease ran out and the sweeper charged the reserved
+	// amounts; nothing changed.
+	Expired
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Settled:
+		return "settled"
+	case AlreadySettled:
+		return "already_settled"
+	case Expired:
+		return "expired"
+	}
+	return "unknown"
+}

@@ -1,0 +1,39 @@
+package budget
+
+import "fmt"
+
+// Usage is what one request consumed, as the upstream reported it or as the
+// gateway counted it.
+type Usage struct {
+	InputTokens       int64 // all prompt tokens, cached ones included
+	CachedInputTokens int64 // the part of InputTokens read from the provider's cache
+	OutputTokens      int64 // completion tokens, reasoning tokens included
+	ReasoningTokens   int64 // the part of OutputTokens spent on reasoning (informational)
+	// Estimated is true when the upstream reported no usage and the gateway
+	// counted the tokens itself (a truncated stream, a client that went away).
+	Estimated bool
+}
+
+// TotalTokens is InputTokens + OutputTokens.
+func (u Usage) TotalTokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// maxTokens bounds any single usage figure: no model takes a billion tokens
+// in one request, and the bound keeps every product far from int64 overflow.
+const maxTokens = 1 << 40
+
+// Validate refuses negative, inconsistent or absurd figures, so that a broken
+// or hostile upstream body cannot turn a charge into a refund.
+func (u Usage) Validate() error {
+	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningTokens} {
+		if v < 0 || v > maxTokens {
+			return fmt.Errorf("budget: usage figure %d out of range", v)
+		}
+	}
+	if u.CachedInputTokens > u.InputTokens {
+		return fmt.Errorf("budget: cached input tokens %d exceed input tokens %d", u.CachedInputTokens, u.InputTokens)
+	}
+	if u.ReasoningTokens > u.OutputTokens {
+		return fmt.Errorf("budget: reasoning tokens %d exceed output tokens %d", u.ReasoningTokens, u.OutputTokens)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package tokenizer
+
+// Chat message overheads of the OpenAI chat format (gpt-3.5-turbo-0613 and
+// later, gpt-4*, gpt-4o*, o-series): every message is wrapped in
+// <|start|>{role/name}\n{content}<|end|>, and every reply is primed with
+// <|start|>assistant<|message|>. These are the OpenAI cookbook's figures.
+const (
+	tokensPerMessage = 3
+	tokensPerName    = 1
+	tokensReplyPrime = 3
+	// Tools are rendered by the API in a compact TypeScript-like form; we
+	// count their JSON instead, which is always longer, plus the wrapper
+	// per function and once for the namespace.
+	tokensPerTool      = 12
+	tokensToolsWrapper = 10
+)
+
+// ChatMessage is the part of one chat message that costs tokens.
+type ChatMessage struct {
+	Role string
+	Name string
+	// Texts are the text content parts (a string content is one part).
+	Texts []string
+	// Images is the number of image parts; each costs Chat's imageTokens.
+	Images int
+	// Extra holds every other string the model reads: tool_call_id, a
+	// refusal, and the JSON of each tool or function call.
+	Extra []string
+}
+
+// Chat returns the prompt tokens of a chat request: messages with their
+// overheads, tool definitions (each the JSON text of one tool) and
+// imageTokens per image. For plain text it equals the API's count (the
+// cookbook's method); with tools it is an upper bound.
+func (c *Counter) Chat(msgs []ChatMessage, tools []string, imageTokens int64) int64 {
+	var n int64
+	for i := range msgs {
+		m := &msgs[i]
+		n += tokensPerMessage + c.Count(m.Role)
+		if m.Name != "" {
+			n += tokensPerName + c.Count(m.Name)
+		}
+		for _, t := range m.Texts {
+			n += c.Count(t)
+		}
+		for _, t := range m.Extra {
+			n += c.Count(t)
+		}
+		n += int64(m.Images) * imageTokens
+	}
+	if len(tools) > 0 {
+		n += tokensToolsWrapper
+		for _, t := range tools {
+			n += tokensPerTool + c.Count(t)
+		}
+	}
+	return n + tokensReplyPrime
+}

@@ -1,0 +1,135 @@
+// Package config is Tollgate's configuration: plain structs decoded strictly
+// from YAML (unknown fields are errors with line numbers), SetDefaults and
+// Validate. It holds no behaviour beyond parsing and checking; the gateway
+// turns a valid Config into limits and routes elsewhere.
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Listen is the gateway's address, e.g. ":8080".
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes bounds a request body; larger ones get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// TimeZone is the default calendar for budgets (IANA name, default UTC).
+	TimeZone string `yaml:"time_zone"`
+	// Lease is how long a reservation lives without settlement before it
+	// is charged in full.
+	Lease time.Duration `yaml:"lease"`
+	// UserHeader names the request header that identifies an end user for
+	// per-user limits; the request body's "user" field is used otherwise.
+	UserHeader string `yaml:"user_header"`
+
+	Store     Store              `yaml:"store"`
+	Upstreams []Upstream         `yaml:"upstreams"`
+	Models    map[string]Model   `yaml:"models"`
+	Plans     map[string][]Limit `yaml:"plans"`
+	Orgs      []Org              `yaml:"orgs"`
+}
+
+// Store selects where budget state lives.
+type Store struct {
+	// Kind is "embedded" (one instance; the default) or "redis".
+	Kind string `yaml:"kind"`
+	// SnapshotPath is where the embedded store saves its state; empty
+	// keeps state in memory only (lost on restart).
+	SnapshotPath string `yaml:"snapshot_path"`
+	// SnapshotInterval is how often the embedded store saves.
+	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
+}
+
+// Upstream is one provider endpoint.
+type Upstream struct {
+	Name string `yaml:"name"`
+	// Kind is the wire protocol: "openai" (any OpenAI-compatible API).
+	Kind string `yaml:"kind"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1. ${ENV} is expanded.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent upstream; write it as ${ENV_VAR}, never inline.
+	APIKey string `yaml:"api_key"`
+	// Models are the model names this upstream serves; each needs an entry
+	// in Config.Models.
+	Models []string `yaml:"models"`
+	// Timeout bounds one whole upstream exchange, stream included.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Model is one priced model.
+type Model struct {
+	// Encoding is the tiktoken encoding that counts its tokens
+	// (o200k_base for gpt-4o/4.1/o-series, cl100k_base for older models).
+	Encoding string `yaml:"encoding"`
+	// Input, CachedInput and Output are prices per one million tokens, as
+	// integer micro-dollars or a dollar string such as "$2.50".
+	Input       Money `yaml:"input"`
+	CachedInput Money `yaml:"cached_input"`
+	Output      Money `yaml:"output"`
+	// MaxOutputTokens is the model's own output limit; a request asking for
+	// more is refused.
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
+	// DefaultOutputTokens caps a request that sets no limit; the gateway
+	// writes it into the forwarded request so the estimate is an upper bound.
+	DefaultOutputTokens int64 `yaml:"default_output_tokens"`
+	// ImageTokens is the flat token cost charged per input image (the
+	// largest an image can cost on this model).
+	ImageTokens int64 `yaml:"image_tokens"`
+	// Embedding marks an embeddings model (no output tokens).
+	Embedding bool `yaml:"embedding"`
+}
+
+// Limit is one limit attached to a scope. Amount, Burst: integers in the
+// limit's unit; for unit "usd" also dollar strings ("$500").
+type Limit struct {
+	Name string `yaml:"name"`
+	// Kind is "rate", "budget" or "concurrency".
+	Kind string `yaml:"kind"`
+	// Unit is "tokens", "requests" or "usd" (concurrency: requests).
+	Unit   string `yaml:"unit"`
+	Amount Money  `yaml:"amount"`
+	// Burst is a rate limit's bucket size; zero means Amount.
+	Burst Money `yaml:"burst"`
+	// Window is a rate limit's refill window (default 1m).
+	Window time.Duration `yaml:"window"`
+	// Period is a budget's calendar span: "day" or "month".
+	Period string `yaml:"period"`
+	// TimeZone overrides the org's calendar for this budget.
+	TimeZone string `yaml:"time_zone"`
+}
+
+// Org is the top scope; it owns teams.
+type Org struct {
+	ID       string  `yaml:"id"`
+	TimeZone string  `yaml:"time_zone"`
+	Limits   []Limit `yaml:"limits"`
+	Teams    []Team  `yaml:"teams"`
+}
+
+// Team owns keys and the team-level budgets finance sets.
+type Team struct {
+	ID string `yaml:"id"`
+	// Plan names a template in Config.Plans whose limits apply to the team.
+	Plan   string  `yaml:"plan"`
+	Limits []Limit `yaml:"limits"`
+	// UserLimits apply to each end user of the team separately.
+	UserLimits []Limit `yaml:"user_limits"`
+	// ModelLimits apply to the team's use of one model.
+	ModelLimits map[string][]Limit `yaml:"model_limits"`
+	// Models the team may use; empty means every configured model.
+	Models []string `yaml:"models"`
+	Keys   []Key    `yaml:"keys"`
+}
+
+// Key is one API key, stored as its SHA-256 hash.
+type Key struct {
+	ID string `yaml:"id"`
+	// Hash is "sha256:<64 hex digits>" of the plain key (tollgate keys new).
+	Hash string `yaml:"hash"`
+	// Plan names a template in Config.Plans whose limits apply to the key.
+	Plan   string  `yaml:"plan"`
+	Limits []Limit `yaml:"limits"`
+	// Models narrows the team's models for this key.
+	Models []string `yaml:"models"`
+}

@@ -1,0 +1,60 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Money is an integer amount: micro-dollars for prices and "usd" limits, a
+// plain count for token and request limits. In YAML it is an integer, or a
+// dollar string such as "$2.50" parsed exactly (no floats) into µ$.
+type Money struct {
+	Value int64
+	// Dollars records that the YAML value was a dollar string.
+	Dollars bool
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (m *Money) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want an integer or a dollar string like \"$2.50\"", n.Line)
+	}
+	s := strings.ReplaceAll(n.Value, "_", "")
+	if strings.HasPrefix(s, "$") {
+		v, err := parseDollars(s[1:])
+		if err != nil {
+			return fmt.Errorf("line %d: %q: %w", n.Line, n.Value, err)
+		}
+		*m = Money{Value: v, Dollars: true}
+		return nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not an integer (write dollars as \"$1.25\")", n.Line, n.Value)
+	}
+	*m = Money{Value: v}
+	return nil
+}
+
+// parseDollars parses "12.345678" into micro-dollars exactly.
+func parseDollars(s string) (int64, error) {
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" || len(frac) > 6 || strings.HasPrefix(whole, "-") || strings.HasPrefix(whole, "+") {
+		return 0, fmt.Errorf("want dollars with at most 6 decimals")
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > (1<<63-1)/1_000_000-1 {
+		return 0, fmt.Errorf("want dollars with at most 6 decimals")
+	}
+	var f int64
+	if frac != "" {
+		f, err = strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+		if err != nil || f < 0 {
+			return 0, fmt.Errorf("want dollars with at most 6 decimals")
+		}
+	}
+	return w*1_000_000 + f, nil
+}

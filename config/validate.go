@@ -1,0 +1,315 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+// Defaults.
+const (
+	DefaultListen           = ":8080"
+	DefaultMaxBodyBytes     = 8 << 20
+	DefaultLease            = 10 * time.Minute
+	DefaultUserHeader       = "X-Tollgate-User"
+	DefaultSnapshotInterval = 30 * time.Second
+	DefaultUpstreamTimeout  = 10 * time.Minute
+	DefaultOutputCap        = 4096
+	DefaultRateWindow       = time.Minute
+)
+
+// SetDefaults fills every zero field that has a documented default.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.TimeZone == "" {
+		c.TimeZone = "UTC"
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.UserHeader == "" {
+		c.UserHeader = DefaultUserHeader
+	}
+	if c.Store.Kind == "" {
+		c.Store.Kind = "embedded"
+	}
+	if c.Store.SnapshotInterval == 0 {
+		c.Store.SnapshotInterval = DefaultSnapshotInterval
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if u.Kind == "" {
+			u.Kind = "openai"
+		}
+		if u.Timeout == 0 {
+			u.Timeout = DefaultUpstreamTimeout
+		}
+	}
+	for name, m := range c.Models {
+		if m.DefaultOutputTokens == 0 && !m.Embedding {
+			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
+		}
+		c.Models[name] = m
+	}
+	defaultLimits := func(ls []Limit) {
+		for i := range ls {
+			if ls[i].Kind == "rate" && ls[i].Window == 0 {
+				ls[i].Window = DefaultRateWindow
+			}
+			if ls[i].Kind == "concurrency" && ls[i].Unit == "" {
+				ls[i].Unit = "requests"
+			}
+		}
+	}
+	for _, ls := range c.Plans {
+		defaultLimits(ls)
+	}
+	for i := range c.Orgs {
+		o := &c.Orgs[i]
+		defaultLimits(o.Limits)
+		for j := range o.Teams {
+			t := &o.Teams[j]
+			defaultLimits(t.Limits)
+			defaultLimits(t.UserLimits)
+			for _, ls := range t.ModelLimits {
+				defaultLimits(ls)
+			}
+			for k := range t.Keys {
+				defaultLimits(t.Keys[k].Limits)
+			}
+		}
+	}
+}
+
+// ValidID is what org, team, key, limit and upstream ids may look like: they
+// become parts of store keys and metric labels.
+var ValidID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+var keyHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Validate reports every problem in c, each with its line when c was parsed
+// from YAML.
+func (c *Config) Validate() error {
+	v := &validator{}
+	c.validate(v)
+	return v.err()
+}
+
+func (c *Config) validate(v *validator) {
+	if c.MaxBodyBytes < 1024 {
+		v.addf("max_body_bytes", "must be at least 1024")
+	}
+	if _, err := time.LoadLocation(c.TimeZone); err != nil {
+		v.addf("time_zone", "unknown time zone %q", c.TimeZone)
+	}
+	if c.Lease < time.Second {
+		v.addf("lease", "must be at least 1s")
+	}
+	switch c.Store.Kind {
+	case "embedded":
+	default:
+		v.addf("store.kind", "unknown store %q (want embedded)", c.Store.Kind)
+	}
+	if c.Store.SnapshotInterval < time.Second {
+		v.addf("store.snapshot_interval", "must be at least 1s")
+	}
+
+	for name, m := range c.Models {
+		p := "models." + name
+		if !slices.Contains(tokenizer.Encodings, m.Encoding) {
+			v.addf(p+".encoding", "unknown encoding %q (want one of %v)", m.Encoding, tokenizer.Encodings)
+		}
+		for _, f := range []struct {
+			field string
+			m     Money
+		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"output", m.Output}} {
+			if f.m.Value < 0 {
+				v.addf(p+"."+f.field, "price must not be negative")
+			}
+		}
+		if m.Embedding {
+			if m.MaxOutputTokens != 0 || m.DefaultOutputTokens != 0 {
+				v.addf(p, "an embedding model has no output tokens")
+			}
+		} else {
+			if m.MaxOutputTokens <= 0 {
+				v.addf(p+".max_output_tokens", "must be positive")
+			}
+			if m.DefaultOutputTokens <= 0 || m.DefaultOutputTokens > m.MaxOutputTokens {
+				v.addf(p+".default_output_tokens", "must be between 1 and max_output_tokens")
+			}
+		}
+		if m.ImageTokens < 0 {
+			v.addf(p+".image_tokens", "must not be negative")
+		}
+	}
+
+	served := map[string]string{}
+	upstreams := map[string]bool{}
+	for i, u := range c.Upstreams {
+		p := fmt.Sprintf("upstreams.%d", i)
+		if !ValidID.MatchString(u.Name) {
+			v.addf(p+".name", "invalid name %q", u.Name)
+		} else if upstreams[u.Name] {
+			v.addf(p+".name", "duplicate upstream %q", u.Name)
+		}
+		upstreams[u.Name] = true
+		if u.Kind != "openai" {
+			v.addf(p+".kind", "unknown kind %q (want openai)", u.Kind)
+		}
+		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
+			v.addf(p+".base_url", "want an http(s) URL, got %q", u.BaseURL)
+		}
+		if u.Timeout < time.Second {
+			v.addf(p+".timeout", "must be at least 1s")
+		}
+		if len(u.Models) == 0 {
+			v.addf(p+".models", "lists no model")
+		}
+		for j, m := range u.Models {
+			if _, ok := c.Models[m]; !ok {
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no entry in models (every served model needs a price)", m)
+			}
+			if other, dup := served[m]; dup {
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q is already served by upstream %q", m, other)
+			}
+			served[m] = u.Name
+		}
+	}
+
+	for name, ls := range c.Plans {
+		if !ValidID.MatchString(name) {
+			v.addf("plans."+name, "invalid plan name")
+		}
+		c.validateLimits(v, "plans."+name, ls)
+	}
+	checkModels := func(p string, models []string, within []string) {
+		for i, m := range models {
+			if _, ok := served[m]; !ok {
+				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not served by any upstream", m)
+			} else if len(within) > 0 && !slices.Contains(within, m) {
+				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not allowed for the team", m)
+			}
+		}
+	}
+	checkPlan := func(p, plan string) {
+		if _, ok := c.Plans[plan]; plan != "" && !ok {
+			v.addf(p, "unknown plan %q", plan)
+		}
+	}
+	orgs := map[string]bool{}
+	hashes := map[string]string{}
+	for i, o := range c.Orgs {
+		p := fmt.Sprintf("orgs.%d", i)
+		if !ValidID.MatchString(o.ID) {
+			v.addf(p+".id", "invalid id %q", o.ID)
+		} else if orgs[o.ID] {
+			v.addf(p+".id", "duplicate org %q", o.ID)
+		}
+		orgs[o.ID] = true
+		if _, err := time.LoadLocation(o.TimeZone); o.TimeZone != "" && err != nil {
+			v.addf(p+".time_zone", "unknown time zone %q", o.TimeZone)
+		}
+		c.validateLimits(v, p+".limits", o.Limits)
+		teams := map[string]bool{}
+		keys := map[string]bool{}
+		for j, t := range o.Teams {
+			tp := fmt.Sprintf("%s.teams.%d", p, j)
+			if !ValidID.MatchString(t.ID) {
+				v.addf(tp+".id", "invalid id %q", t.ID)
+			} else if teams[t.ID] {
+				v.addf(tp+".id", "duplicate team %q", t.ID)
+			}
+			teams[t.ID] = true
+			checkPlan(tp+".plan", t.Plan)
+			c.validateLimits(v, tp+".limits", t.Limits)
+			c.validateLimits(v, tp+".user_limits", t.UserLimits)
+			for m, ls := range t.ModelLimits {
+				if _, ok := served[m]; !ok {
+					v.addf(tp+".model_limits."+m, "model %q is not served by any upstream", m)
+				}
+				c.validateLimits(v, tp+".model_limits."+m, ls)
+			}
+			checkModels(tp+".models", t.Models, nil)
+			for k, key := range t.Keys {
+				kp := fmt.Sprintf("%s.keys.%d", tp, k)
+				if !ValidID.MatchString(key.ID) {
+					v.addf(kp+".id", "invalid id %q", key.ID)
+				} else if keys[key.ID] {
+					v.addf(kp+".id", "duplicate key id %q in org %q", key.ID, o.ID)
+				}
+				keys[key.ID] = true
+				if !keyHash.MatchString(key.Hash) {
+					v.addf(kp+".hash", "want sha256:<64 lowercase hex digits> (run: tollgate keys new)")
+				} else if other, dup := hashes[key.Hash]; dup {
+					v.addf(kp+".hash", "the same key hash is already used by %s", other)
+				}
+				hashes[key.Hash] = o.ID + "/" + key.ID
+				checkPlan(kp+".plan", key.Plan)
+				c.validateLimits(v, kp+".limits", key.Limits)
+				checkModels(kp+".models", key.Models, t.Models)
+			}
+		}
+	}
+}
+
+func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
+	names := map[string]bool{}
+	for i, l := range ls {
+		lp := fmt.Sprintf("%s.%d", p, i)
+		if !ValidID.MatchString(l.Name) {
+			v.addf(lp+".name", "invalid name %q", l.Name)
+		} else if names[l.Name] {
+			v.addf(lp+".name", "duplicate limit %q", l.Name)
+		}
+		names[l.Name] = true
+		switch l.Unit {
+		case "tokens", "requests", "usd":
+		default:
+			v.addf(lp+".unit", "unknown unit %q (want tokens, requests or usd)", l.Unit)
+		}
+		if l.Amount.Value <= 0 {
+			v.addf(lp+".amount", "must be positive")
+		}
+		if (l.Amount.Dollars || l.Burst.Dollars) && l.Unit != "usd" {
+			v.addf(lp+".amount", "a dollar amount needs unit usd")
+		}
+		switch l.Kind {
+		case "rate":
+			if l.Window < time.Millisecond || l.Window%time.Microsecond != 0 {
+				v.addf(lp+".window", "must be at least 1ms, in whole microseconds")
+			}
+			if l.Burst.Value < 0 {
+				v.addf(lp+".burst", "must not be negative")
+			}
+			if l.Period != "" || l.TimeZone != "" {
+				v.addf(lp, "period and time_zone belong to budgets")
+			}
+		case "budget":
+			if l.Period != "day" && l.Period != "month" {
+				v.addf(lp+".period", "want day or month, got %q", l.Period)
+			}
+			if _, err := time.LoadLocation(l.TimeZone); l.TimeZone != "" && err != nil {
+				v.addf(lp+".time_zone", "unknown time zone %q", l.TimeZone)
+			}
+			if l.Window != 0 || l.Burst.Value != 0 {
+				v.addf(lp, "window and burst belong to rate limits")
+			}
+		case "concurrency":
+			if l.Unit != "requests" {
+				v.addf(lp+".unit", "a concurrency limit counts requests")
+			}
+		default:
+			v.addf(lp+".kind", "unknown kind %q (want rate, budget or concurrency)", l.Kind)
+		}
+	}
+}

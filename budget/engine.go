@@ -83,6 +83,14 @@ func (e *Engine) Release(ctx context.Context, r *Reservation) error {
 	return err
 }
 
+// Extend renews r's lease, for a long stream still flowing.
+func (e *Engine) Extend(ctx context.Context, r *Reservation) error {
+	if err := e.store.Extend(ctx, r.ID, e.lease); err != nil {
+		return fmt.Errorf("extending %s: %w", r.ID, err)
+	}
+	return nil
+}
+
 // Peek reports what is left in limits without changing them.
 func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)

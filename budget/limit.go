@@ -129,9 +129,10 @@ type Limit struct {
 	Location *time.Location `json:"-"`
 }
 
-// burst returns the bucket capacity of a Rate limit.
-func (l *Limit) burst() int64 {
-	if l.Burst > 0 {
+// Capacity is the most one bucket can ever grant at once: a Rate limit's
+// burst (Amount when Burst is zero), otherwise Amount.
+func (l *Limit) Capacity() int64 {
+	if l.Kind == Rate && l.Burst > 0 {
 		return l.Burst
 	}
 	return l.Amount

@@ -69,7 +69,7 @@ func check(st State, d *Debit, now time.Time) (ok bool, s Status, retry time.Dur
 		if err != nil {
 			return false, s, 0, err
 		}
-		tol, err := rateCost(l, l.burst())
+		tol, err := rateCost(l, l.Capacity())
 		if err != nil {
 			return false, s, 0, err
 		}
@@ -106,7 +106,7 @@ func rateStatus(l *Limit, tat, now, tol int64) Status {
 	if err != nil {
 		rem = 0
 	}
-	return Status{Remaining: min(rem, l.burst()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
+	return Status{Remaining: min(rem, l.Capacity()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
 }
 
 // Apply checks every debit and, only if all fit, applies all of them: all or
@@ -157,10 +157,7 @@ func isRefusal(err error) bool {
 }
 
 func fraction(l *Limit, remaining int64) float64 {
-	c := l.Amount
-	if l.Kind == Rate {
-		c = l.burst()
-	}
+	c := l.Capacity()
 	if c <= 0 {
 		return 0
 	}

@@ -1,0 +1,229 @@
+// Command tollgate is the gateway's command line: serve, check-config, keys,
+// demo and mock-upstream. It parses flags and wires; the work is elsewhere.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/demo"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+const usage = `tollgate: hard cost budgets in front of paid LLM APIs
+
+Usage:
+  tollgate serve --config FILE          run the gateway
+  tollgate check-config FILE            validate a config file (exit 1 on errors)
+  tollgate keys new                     make an API key and the hash for the config
+  tollgate demo [--listen ADDR]         the gateway in front of a simulated OpenAI
+  tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr)
+	case "check-config":
+		err = checkConfig(args[1:], stdout)
+	case "keys":
+		err = keys(args[1:], stdout)
+	case "demo":
+		err = runDemo(ctx, args[1:], stdout, stderr)
+	case "mock-upstream":
+		err = mockUpstream(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("unknown log format %q (want json or text)", format)
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", "tollgate.yaml", "config file")
+	logFormat := fs.String("log-format", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logFormat)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	a, err := app.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	return a.Serve(ctx, ln)
+}
+
+func checkConfig(args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("usage: tollgate check-config FILE")
+	}
+	cfg, err := config.Load(args[0])
+	if err != nil {
+		return err
+	}
+	keys := 0
+	for _, o := range cfg.Orgs {
+		for _, t := range o.Teams {
+			keys += len(t.Keys)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d models, %d orgs, %d keys)\n", args[0], len(cfg.Upstreams), len(cfg.Models), len(cfg.Orgs), keys)
+	return nil
+}
+
+// newKey returns a fresh API key: 130 random bits.
+func newKey() string { return "tg-" + rand.Text() }
+
+func keys(args []string, stdout io.Writer) error {
+	if len(args) != 1 || args[0] != "new" {
+		return errors.New("usage: tollgate keys new")
+	}
+	key := newKey()
+	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, httpapi.HashKey(key), httpapi.HashKey(key))
+	return nil
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
+	upListen := fs.String("upstream-listen", "127.0.0.1:0", "simulated upstream address")
+	latency := fs.Duration("latency", 0, "simulated time to first byte")
+	chunkDelay := fs.Duration("chunk-delay", 20*time.Millisecond, "simulated delay between stream chunks")
+	logFormat := fs.String("log-format", "text", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logFormat)
+	if err != nil {
+		return err
+	}
+	upLn, err := net.Listen("tcp", *upListen)
+	if err != nil {
+		return err
+	}
+	defer upLn.Close()
+	key := newKey()
+	cfg, err := demo.Config("http://"+upLn.Addr().String()+"/v1", httpapi.HashKey(key))
+	if err != nil {
+		return err
+	}
+	opts := demo.UpstreamOptions(cfg)
+	opts.Latency, opts.ChunkDelay = *latency, *chunkDelay
+	sim, err := simulated.New(opts)
+	if err != nil {
+		return err
+	}
+	upSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = upSrv.Serve(upLn) }()
+	defer upSrv.Close()
+
+	a, err := app.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, `Tollgate demo: gateway on %s, simulated OpenAI upstream on http://%s (no money is spent).
+The demo team may spend $0.50 a day; watch it refuse once that is reserved.
+
+TOLLGATE_API_KEY=%s
+
+Try:
+  curl -s %s/v1/chat/completions -H "Authorization: Bearer %s" -H "Content-Type: application/json" -d '{"model":"gpt-4o","messages":[{"role":"user","content":"Hello"}]}'
+
+OpenAI SDKs: export OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=%s
+`, base, upLn.Addr(), key, base, key, base, key)
+	return a.Serve(ctx, ln)
+}
+
+func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mock-upstream", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9090", "address")
+	latency := fs.Duration("latency", 0, "time to first byte")
+	chunkDelay := fs.Duration("chunk-delay", 0, "delay between stream chunks")
+	apiKey := fs.String("api-key", "", "the only bearer token accepted (empty: any)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := demo.Config("http://unused/v1", httpapi.HashKey("unused"))
+	if err != nil {
+		return err
+	}
+	opts := demo.UpstreamOptions(cfg)
+	opts.APIKey, opts.Latency, opts.ChunkDelay = *apiKey, *latency, *chunkDelay
+	sim, err := simulated.New(opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "simulated OpenAI-compatible upstream on http://%s/v1\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

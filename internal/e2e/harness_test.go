@@ -1,0 +1,126 @@
+package e2e_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+const testKey = "tg-test-key-0001"
+
+// baseConfig prices the test model at $1 per 1M input tokens and $2 per 1M
+// output tokens, so a request's cost in µ$ is input + 2×output exactly and
+// ledger totals can be checked to the micro-dollar from token totals.
+const baseConfig = `
+upstreams:
+  - name: sim
+    base_url: ${UPSTREAM}
+    api_key: upstream-secret
+    models: [gpt-4o, gpt-4o-mini, test-model, text-embedding-3-small, gpt-3.5-turbo-instruct]
+models:
+  gpt-4o:      {encoding: o200k_base, input: "$2.50", cached_input: "$1.25", output: "$10", max_output_tokens: 16384}
+  gpt-4o-mini: {encoding: o200k_base, input: "$0.15", output: "$0.60", max_output_tokens: 16384}
+  test-model:  {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
+  text-embedding-3-small: {encoding: cl100k_base, input: "$0.02", embedding: true}
+  gpt-3.5-turbo-instruct: {encoding: cl100k_base, input: "$1.50", output: "$2", max_output_tokens: 4096}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [TEAM_LIMITS]
+        keys:
+          - id: k1
+            hash: ${KEY_HASH}
+            models: [gpt-4o, gpt-4o-mini, test-model, text-embedding-3-small, gpt-3.5-turbo-instruct]
+`
+
+type harness struct {
+	t        *testing.T
+	sim      *simulated.Server
+	app      *app.App
+	url      string
+	gwCalls  atomic.Int64 // requests that reached the gateway
+	upCalls  atomic.Int64 // requests that reached the upstream
+	upBodies chan []byte
+}
+
+// start runs the simulated upstream and a gateway whose ml team has
+// teamLimits (YAML flow items).
+func start(t *testing.T, teamLimits string, simOpts simulated.Options) *harness {
+	t.Helper()
+	h := &harness{t: t, upBodies: make(chan []byte, 1024)}
+	simOpts.APIKey = "upstream-secret"
+	sim, err := simulated.New(simOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sim = sim
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.upCalls.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case h.upBodies <- body:
+		default:
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
+	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey)}
+	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log *slog.Logger
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	a, err := app.New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.app = a
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.gwCalls.Add(1)
+		a.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(gw.Close)
+	h.url = gw.URL
+	return h
+}
+
+func (h *harness) client(opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(h.url + "/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0),
+	}, opts...)...)
+}
+
+// spent returns the team's settled and pending spend this month.
+func (h *harness) spent(bucket string) (spent, pending int64) {
+	return h.app.Store().Spent(bucket, budget.PeriodID(budget.Month, time.Now(), nil))
+}
+
+// reportedCost is what the simulated upstream reported for test-model,
+// priced at $1/$2 per 1M tokens: exact in µ$.
+func (h *harness) reportedCost(model string) int64 {
+	u := h.sim.Stats().Usage[model]
+	return u.PromptTokens + 2*u.CompletionTokens
+}
+
+const teamMonth = "team:acme/ml:usd-month"

@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// Gateway errors that are not the budget's or a request body's.
+var (
+	errNoKey          = errors.New("httpapi: no API key")
+	errBadKey         = errors.New("httpapi: invalid API key")
+	errTooLarge       = errors.New("httpapi: request body too large")
+	errUpstream       = errors.New("httpapi: upstream unreachable")
+	errUpstreamTime   = errors.New("httpapi: upstream timed out")
+	errNotFound       = errors.New("httpapi: no such route")
+	errMethod         = errors.New("httpapi: method not allowed")
+	errInternal       = errors.New("httpapi: internal error")
+	errClientCanceled = errors.New("httpapi: client went away")
+)
+
+// modelError is a model the gateway will not serve: unknown, unpriced or not
+// allowed for the key.
+type modelError struct {
+	model   string
+	allowed bool // known and priced, but not for this key
+}
+
+func (e *modelError) Error() string { return "httpapi: " + e.message() }
+
+func (e *modelError) message() string {
+	if e.allowed {
+		return fmt.Sprintf("The model %q is not allowed for this key.", e.model)
+	}
+	return fmt.Sprintf("The model %q is unknown or has no price; the gateway forwards only priced models.", e.model)
+}
+
+// apiError is the OpenAI error body.
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+	// Tollgate names the limit that refused, when one did.
+	Tollgate *limitInfo `json:"tollgate,omitempty"`
+}
+
+type limitInfo struct {
+	Scope     string  `json:"scope"`
+	Limit     string  `json:"limit"`
+	Kind      string  `json:"kind"`
+	Unit      string  `json:"unit"`
+	Amount    int64   `json:"amount"`
+	Remaining int64   `json:"remaining"`
+	RetryS    float64 `json:"retry_after_seconds"`
+}
+
+// refusal is a response that refuses: status, headers and body.
+type refusal struct {
+	status     int
+	body       apiError
+	retryAfter time.Duration // zero: no Retry-After
+	noRetry    bool          // x-should-retry: false
+	limits     []budget.Limit
+	result     *budget.Result
+}
+
+// mapError is the one place an error becomes a status, headers and a body.
+func mapError(err error) refusal {
+	var (
+		refused *budget.RefusedError
+		reqErr  *upstream.RequestError
+		mErr    *modelError
+	)
+	switch {
+	case errors.As(err, &refused):
+		return mapRefused(refused)
+	case errors.As(err, &reqErr):
+		r := refusal{status: http.StatusBadRequest, body: apiError{Message: reqErr.Message, Type: "invalid_request_error", Code: "invalid_request"}}
+		if reqErr.Param != "" {
+			r.body.Param = &reqErr.Param
+		}
+		return r
+	case errors.As(err, &mErr):
+		param := "model"
+		if mErr.allowed {
+			return refusal{status: http.StatusForbidden, body: apiError{Message: mErr.message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
+		}
+		return refusal{status: http.StatusBadRequest, body: apiError{Message: mErr.message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
+	case errors.Is(err, errNoKey):
+		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
+	case errors.Is(err, errBadKey):
+		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
+	case errors.Is(err, errTooLarge):
+		return refusal{status: http.StatusRequestEntityTooLarge, body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
+	case errors.Is(err, budget.ErrStoreUnavailable):
+		return refusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, body: apiError{Message: "The budget store is unavailable; the request was not forwarded.", Type: "server_error", Code: "budget_store_unavailable"}}
+	case errors.Is(err, errUpstreamTime):
+		return refusal{status: http.StatusGatewayTimeout, body: apiError{Message: "The upstream did not answer in time.", Type: "server_error", Code: "upstream_timeout"}}
+	case errors.Is(err, errUpstream):
+		return refusal{status: http.StatusBadGateway, body: apiError{Message: "The upstream could not be reached.", Type: "server_error", Code: "upstream_unreachable"}}
+	case errors.Is(err, errClientCanceled), errors.Is(err, context.Canceled):
+		return refusal{status: 499, body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
+	case errors.Is(err, errNotFound):
+		return refusal{status: http.StatusNotFound, body: apiError{Message: "Unknown route.", Type: "invalid_request_error", Code: "unknown_url"}}
+	case errors.Is(err, errMethod):
+		return refusal{status: http.StatusMethodNotAllowed, body: apiError{Message: "Method not allowed on this route.", Type: "invalid_request_error", Code: "method_not_allowed"}}
+	}
+	return refusal{status: http.StatusInternalServerError, body: apiError{Message: "Internal gateway error.", Type: "server_error", Code: "internal_error"}}
+}
+
+func mapRefused(e *budget.RefusedError) refusal {
+	l := e.Limit
+	st := budget.Status{}
+	if d := e.Result.Decider; d >= 0 && d < len(e.Result.Status) {
+		st = e.Result.Status[d]
+	}
+	info := &limitInfo{Scope: l.Scope.String(), Limit: l.Name, Kind: l.Kind.String(), Unit: l.Unit.String(),
+		Amount: l.Amount, Remaining: st.Remaining, RetryS: e.Result.RetryAfter.Seconds()}
+	r := refusal{status: http.StatusTooManyRequests, retryAfter: e.Result.RetryAfter, result: &e.Result}
+	switch {
+	case errors.Is(e, budget.ErrExhausted):
+		r.noRetry = true
+		r.body = apiError{Type: "insufficient_quota", Code: "insufficient_quota",
+			Message: fmt.Sprintf("The %s budget %q is exhausted until its %s ends.", l.Scope, l.Name, l.Period)}
+	case errors.Is(e, budget.ErrTooLarge):
+		r.noRetry = true
+		r.retryAfter = l.Window
+		r.body = apiError{Type: "rate_limit_error", Code: "request_too_large_for_limit",
+			Message: fmt.Sprintf("The request needs more than the %s limit %q can ever grant (%d %s).", l.Scope, l.Name, l.Capacity(), l.Unit)}
+	case errors.Is(e, budget.ErrConcurrency):
+		r.body = apiError{Type: "rate_limit_error", Code: "concurrency_limit_exceeded",
+			Message: fmt.Sprintf("Too many requests in flight for the %s limit %q (%d).", l.Scope, l.Name, l.Amount)}
+	default:
+		r.body = apiError{Type: "rate_limit_error", Code: "rate_limit_exceeded",
+			Message: fmt.Sprintf("Rate limit %q of the %s reached (%d %s per %s). Retry after %s.", l.Name, l.Scope, l.Amount, l.Unit, l.Window, e.Result.RetryAfter.Round(time.Millisecond))}
+	}
+	r.body.Tollgate = info
+	return r
+}
+
+// writeRetryAfter sets Retry-After in whole seconds (rounded up, at least 1)
+// and retry-after-ms, which the official SDKs read first.
+func writeRetryAfter(h http.Header, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	secs := int64(math.Ceil(d.Seconds()))
+	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.Milliseconds(), 1), 10))
+}

@@ -1,0 +1,293 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// call is one request on its way through the pipeline.
+type call struct {
+	id          string
+	principal   *Principal
+	route       *modelRoute
+	req         *upstream.Request
+	prep        *upstream.Prepared
+	estimate    budget.Amounts
+	reservation *budget.Reservation
+	start       time.Time
+}
+
+// proxy is the request path for one endpoint: parse and estimate, reserve
+// against every limit at once, forward, stream back, settle.
+func (g *Gateway) proxy(ep upstream.Endpoint) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now()}
+		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
+		body, err := readBody(c, g.maxBody)
+		if err != nil {
+			return err
+		}
+		if err := g.prepare(cl, ep, body); err != nil {
+			return err
+		}
+		user := c.Request().Header.Get(g.userHeader)
+		if user == "" {
+			user = cl.req.User
+		}
+		limits := cl.principal.Limits(user, cl.req.Model)
+		r, res, err := g.engine.Reserve(c.Request().Context(), limits, cl.estimate)
+		if err != nil {
+			var refused *budget.RefusedError
+			if errors.As(err, &refused) {
+				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
+					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
+					"estimate_usd_micros", int64(cl.estimate.Cost))
+				g.writeRefusal(c, mapError(err), limits)
+				return nil
+			}
+			if !errors.Is(err, budget.ErrStoreUnavailable) {
+				g.log.Error("reserving", "request_id", cl.id, "err", err)
+			}
+			return err
+		}
+		cl.reservation = r
+		writeLimitHeaders(c.Response().Header(), limits, res)
+		usage, served, err := g.forward(c, cl)
+		g.finish(c.Request().Context(), cl, usage, served)
+		return err
+	}
+}
+
+// readBody reads the whole body up to max bytes.
+func readBody(c echo.Context, max int64) ([]byte, error) {
+	r := c.Request()
+	if r.ContentLength > max {
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, max))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, errTooLarge
+		}
+		return nil, errClientCanceled
+	}
+	return body, nil
+}
+
+// prepare parses and estimates the request: the model must be priced and
+// allowed for the key, and the body is rewritten so the estimate bounds it.
+func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
+	req, err := upstream.ParseRequest(ep, body)
+	if err != nil {
+		return err
+	}
+	route, ok := g.models[req.Model]
+	if !ok {
+		return &modelError{model: req.Model}
+	}
+	if !cl.principal.Allows(req.Model) {
+		return &modelError{model: req.Model, allowed: true}
+	}
+	prep, err := req.Prepare(&route.model)
+	if err != nil {
+		return err
+	}
+	cost, err := route.price.Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
+	if err != nil {
+		return &upstream.RequestError{Message: "the request is too large to price"}
+	}
+	cl.req, cl.route, cl.prep = req, route, prep
+	cl.estimate = budget.Amounts{Tokens: prep.InputTokens + prep.MaxOutputTokens, Requests: 1, Cost: cost}
+	return nil
+}
+
+// finish settles the reservation: what the upstream reported, or nothing
+// when it did not serve the request. It runs after the response is written
+// and survives the client going away.
+func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	actual := budget.Amounts{}
+	if served {
+		cost, err := cl.route.price.Cost(u)
+		if err != nil {
+			// Usage we cannot price is charged at the reservation: over,
+			// never under.
+			g.log.Warn("pricing reported usage", "request_id", cl.id, "err", err)
+			cost, u.Estimated = cl.estimate.Cost, true
+		}
+		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: 1, Cost: cost}
+	}
+	outcome, err := g.engine.Settle(ctx, cl.reservation, actual)
+	if err != nil {
+		g.log.Error("settling", "request_id", cl.id, "reservation", cl.reservation.ID, "err", err)
+	}
+	g.log.Info("request",
+		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
+		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", cl.reservation.ID, "outcome", outcome.String(),
+		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
+		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
+		"duration_ms", time.Since(cl.start).Milliseconds())
+}
+
+// maxResponseBytes bounds a non-streaming response the gateway buffers to
+// read its usage; past it the rest is streamed through and the request is
+// charged at its reservation.
+const maxResponseBytes = 32 << 20
+
+// forwarded request headers; everything else the client sent (its key,
+// cookies, internal headers) stays at the gateway.
+var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
+
+// returned response headers; the upstream's own rate-limit headers and
+// organisation would describe Tollgate's account, not the client's limits.
+var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version"}
+
+// forward sends the prepared request upstream and writes the answer to the
+// client. served is false when the upstream did not serve the request (an
+// error status, or no answer); usage is then meaningless.
+func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool, err error) {
+	t := cl.route.upstream
+	ctx, cancel := context.WithTimeout(c.Request().Context(), t.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+cl.req.Endpoint.Path(), bytes.NewReader(cl.prep.Body))
+	if err != nil {
+		return u, false, err
+	}
+	for _, k := range forwardHeaders {
+		if v := c.Request().Header.Get(k); v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+t.apiKey)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		switch {
+		case c.Request().Context().Err() != nil:
+			return u, false, errClientCanceled
+		case errors.Is(err, context.DeadlineExceeded):
+			return u, false, errUpstreamTime
+		}
+		g.log.Warn("upstream unreachable", "request_id", cl.id, "upstream", t.name, "err", err)
+		return u, false, errUpstream
+	}
+	defer resp.Body.Close()
+
+	h := c.Response().Header()
+	for _, k := range returnHeaders {
+		if v := resp.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	h.Set("X-Tollgate-Upstream", t.name)
+	if resp.StatusCode != http.StatusOK {
+		// The upstream refused or failed: pass its answer through and
+		// charge nothing (providers do not bill failed requests).
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		c.Response().WriteHeader(resp.StatusCode)
+		_, _ = c.Response().Write(body)
+		return u, false, nil
+	}
+	if cl.req.Stream && isEventStream(resp.Header.Get("Content-Type")) {
+		return g.stream(c, cl, resp.Body), true, nil
+	}
+	return g.copyJSON(c, cl, resp), true, nil
+}
+
+func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }
+
+// copyJSON relays a non-streaming answer and reads its usage.
+func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget.Usage {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	w := c.Response()
+	if err == nil && len(body) <= maxResponseBytes {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+		if u, ok := upstream.UsageFromJSON(body); ok {
+			return u
+		}
+		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
+		return cl.reservedUsage()
+	}
+	// Too large to buffer, or cut short: relay what there is, charge in full.
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	if err == nil {
+		_, _ = io.Copy(w, resp.Body)
+	}
+	return cl.reservedUsage()
+}
+
+// reservedUsage is the reservation's own upper bound, marked estimated.
+func (cl *call) reservedUsage() budget.Usage {
+	return budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: cl.prep.MaxOutputTokens, Estimated: true}
+}
+
+// stream relays an SSE answer event by event, flushing each at once. It
+// keeps the last usage reported; the usage-only chunk the gateway asked for
+// is dropped when the client did not ask for it. A stream that ends without
+// usage (cut short, client gone) is charged for its input estimate and the
+// output the gateway saw, counted with the model's tokenizer.
+func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage {
+	w := c.Response()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	meter := upstream.NewStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
+	events := upstream.NewEventReader(body)
+	lastExtend := time.Now()
+	for {
+		raw, data, err := events.Next()
+		if len(raw) > 0 {
+			usageOnly, perr := meter.Observe(data)
+			if perr != nil {
+				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
+			}
+			if !usageOnly || cl.prep.ClientWantsUsage {
+				if _, werr := w.Write(raw); werr != nil {
+					break // the client went away; the upstream is cancelled with its context
+				}
+				w.Flush()
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				g.log.Warn("stream ended early", "request_id", cl.id, "err", err)
+			}
+			break
+		}
+		if time.Since(lastExtend) > g.lease/3 {
+			lastExtend = time.Now()
+			if err := g.engine.Extend(context.WithoutCancel(c.Request().Context()), cl.reservation); err != nil {
+				g.log.Warn("extending lease", "request_id", cl.id, "err", err)
+			}
+		}
+	}
+	if u, ok := meter.Usage(); ok {
+		return u
+	}
+	out := cl.prep.MaxOutputTokens
+	if !meter.Truncated() {
+		out = min(out, cl.route.model.Counter.Count(meter.Text()))
+	}
+	return budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: out, Estimated: true}
+}

@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+)
+
+// Principal is one API key with everything resolved: its org and team, the
+// models it may use and the limits that apply to it. Plans are expanded once,
+// when the config is loaded, never per request.
+type Principal struct {
+	Org, Team, Key string
+	hash           [32]byte
+	models         map[string]bool // nil: every configured model
+	// fixed applies to every request: org, team and key limits.
+	fixed []budget.Limit
+	// perUser and perModel are templates completed with the request's user
+	// or model.
+	perUser  []config.Limit
+	perModel map[string][]config.Limit
+	loc      *time.Location
+}
+
+// Allows reports whether the key may use model.
+func (p *Principal) Allows(model string) bool { return p.models == nil || p.models[model] }
+
+// Limits returns every limit that applies to one request by this key.
+func (p *Principal) Limits(user, model string) []budget.Limit {
+	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(p.perModel[model]))
+	out = append(out, p.fixed...)
+	if len(p.perUser) > 0 {
+		if user == "" {
+			user = "-" // requests that name no user share one bucket
+		}
+		for _, l := range p.perUser {
+			out = append(out, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc))
+		}
+	}
+	for _, l := range p.perModel[model] {
+		out = append(out, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, model), p.loc))
+	}
+	return out
+}
+
+// directory finds a Principal by the key a client presented.
+type directory struct {
+	byHash map[[32]byte]*Principal
+}
+
+// HashKey is how keys are stored: "sha256:<hex>" of the plain key.
+func HashKey(plain string) string {
+	sum := sha256.Sum256([]byte(plain))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func (d *directory) lookup(plain string) (*Principal, bool) {
+	sum := sha256.Sum256([]byte(plain))
+	p, ok := d.byHash[sum]
+	if !ok {
+		return nil, false
+	}
+	// The map look-up found it by hash; compare in constant time anyway so
+	// that no code path ever compares key material byte by byte.
+	if subtle.ConstantTimeCompare(p.hash[:], sum[:]) != 1 {
+		return nil, false
+	}
+	return p, true
+}
+
+// newDirectory resolves every key of c.
+func newDirectory(c *config.Config) (*directory, error) {
+	d := &directory{byHash: map[[32]byte]*Principal{}}
+	defaultLoc, err := time.LoadLocation(c.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range c.Orgs {
+		loc := defaultLoc
+		if o.TimeZone != "" {
+			if loc, err = time.LoadLocation(o.TimeZone); err != nil {
+				return nil, err
+			}
+		}
+		orgLimits := compileLimits(o.Limits, budget.ScopeOrg, bucketPath(o.ID), loc)
+		for _, t := range o.Teams {
+			teamLimits := compileLimits(withPlan(c.Plans[t.Plan], t.Limits), budget.ScopeTeam, bucketPath(o.ID, t.ID), loc)
+			for _, k := range t.Keys {
+				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc}
+				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
+				if err != nil || len(raw) != 32 {
+					return nil, fmt.Errorf("httpapi: key %s/%s: bad hash", o.ID, k.ID)
+				}
+				copy(p.hash[:], raw)
+				models := t.Models
+				if len(k.Models) > 0 {
+					models = k.Models
+				}
+				if len(models) > 0 {
+					p.models = map[string]bool{}
+					for _, m := range models {
+						p.models[m] = true
+					}
+				}
+				p.fixed = slices.Concat(orgLimits, teamLimits,
+					compileLimits(withPlan(c.Plans[k.Plan], k.Limits), budget.ScopeKey, bucketPath(o.ID, k.ID), loc))
+				d.byHash[p.hash] = p
+			}
+		}
+	}
+	return d, nil
+}
+
+// withPlan returns a plan's limits overridden by explicit limits of the same
+// name, then the explicit ones.
+func withPlan(plan, own []config.Limit) []config.Limit {
+	out := make([]config.Limit, 0, len(plan)+len(own))
+	for _, l := range plan {
+		if !slices.ContainsFunc(own, func(o config.Limit) bool { return o.Name == l.Name }) {
+			out = append(out, l)
+		}
+	}
+	return append(out, own...)
+}
+
+// bucketPath joins ids into a store key prefix; ids that come from clients
+// (user names, model names) are escaped so none can forge another's bucket.
+func bucketPath(parts ...string) string {
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+func compileLimits(ls []config.Limit, scope budget.Scope, path string, loc *time.Location) []budget.Limit {
+	out := make([]budget.Limit, len(ls))
+	for i, l := range ls {
+		out[i] = compileLimit(l, scope, path, loc)
+	}
+	return out
+}
+
+func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Location) budget.Limit {
+	b := budget.Limit{
+		Bucket: scope.String() + ":" + path + ":" + l.Name,
+		Name:   l.Name,
+		Scope:  scope,
+		Amount: l.Amount.Value,
+		Burst:  l.Burst.Value,
+		Window: l.Window,
+	}
+	switch l.Kind {
+	case "rate":
+		b.Kind = budget.Rate
+	case "budget":
+		b.Kind = budget.Ceiling
+	case "concurrency":
+		b.Kind = budget.Concurrency
+	}
+	switch l.Unit {
+	case "tokens":
+		b.Unit = budget.Tokens
+	case "requests":
+		b.Unit = budget.Requests
+	case "usd":
+		b.Unit = budget.Microdollars
+	}
+	if l.Period == "day" {
+		b.Period = budget.Day
+	} else if l.Period == "month" {
+		b.Period = budget.Month
+	}
+	b.Location = loc
+	if l.TimeZone != "" {
+		if own, err := time.LoadLocation(l.TimeZone); err == nil { // validated with the config
+			b.Location = own
+		}
+	}
+	return b
+}

@@ -1,0 +1,228 @@
+// Package httpapi is the Echo adapter of the gateway: routes, middleware,
+// the estimate → reserve → forward → settle pipeline and the one function
+// that maps errors to status codes and headers.
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/tokenizer"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// Gateway serves the OpenAI-compatible API in front of the configured
+// upstreams. Create it with New; it is an http.Handler.
+type Gateway struct {
+	echo       *echo.Echo
+	engine     *budget.Engine
+	log        *slog.Logger
+	client     *http.Client
+	dir        *directory
+	models     map[string]*modelRoute
+	modelNames []string
+	maxBody    int64
+	userHeader string
+	lease      time.Duration
+}
+
+// modelRoute is everything the pipeline needs for one model.
+type modelRoute struct {
+	model    upstream.Model
+	price    budget.Price
+	upstream *target
+}
+
+// target is one upstream endpoint.
+type target struct {
+	name    string
+	baseURL string
+	apiKey  string
+	timeout time.Duration
+}
+
+// Options are the gateway's collaborators. Engine is required.
+type Options struct {
+	Engine *budget.Engine
+	Log    *slog.Logger
+	// Transport carries upstream requests; nil means a pooled transport
+	// tuned for many concurrent streams to few hosts.
+	Transport http.RoundTripper
+}
+
+// New builds a gateway for c, loading every tokenizer it needs.
+func New(c *config.Config, opts Options) (*Gateway, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("httpapi: no budget engine")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Transport == nil {
+		opts.Transport = newTransport()
+	}
+	dir, err := newDirectory(c)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		engine:     opts.Engine,
+		log:        opts.Log,
+		client:     &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		dir:        dir,
+		models:     map[string]*modelRoute{},
+		maxBody:    c.MaxBodyBytes,
+		userHeader: c.UserHeader,
+		lease:      c.Lease,
+	}
+	for _, u := range c.Upstreams {
+		t := &target{name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout}
+		for _, name := range u.Models {
+			m := c.Models[name]
+			counter, err := tokenizer.Load(m.Encoding)
+			if err != nil {
+				return nil, fmt.Errorf("httpapi: model %s: %w", name, err)
+			}
+			g.models[name] = &modelRoute{
+				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
+					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding},
+				price:    budget.Price{Input: budget.Money(m.Input.Value), CachedInput: budget.Money(m.CachedInput.Value), Output: budget.Money(m.Output.Value)},
+				upstream: t,
+			}
+			g.modelNames = append(g.modelNames, name)
+		}
+	}
+	g.echo = g.routes()
+	return g, nil
+}
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.echo.ServeHTTP(w, r) }
+
+func (g *Gateway) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = g.handleError
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	v1 := e.Group("/v1", g.authenticate)
+	v1.POST("/chat/completions", g.proxy(upstream.Chat))
+	v1.POST("/completions", g.proxy(upstream.Completions))
+	v1.POST("/embeddings", g.proxy(upstream.Embeddings))
+	v1.GET("/models", g.listModels)
+	return e
+}
+
+const principalKey = "tollgate.principal"
+
+// authenticate resolves the API key (Authorization: Bearer, or x-api-key).
+func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		key := h.Get("X-Api-Key")
+		if auth := h.Get("Authorization"); auth != "" {
+			scheme, token, ok := strings.Cut(auth, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") {
+				return errBadKey
+			}
+			key = strings.TrimSpace(token)
+		}
+		if key == "" {
+			return errNoKey
+		}
+		p, ok := g.dir.lookup(key)
+		if !ok {
+			return errBadKey
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+func principalOf(c echo.Context) *Principal {
+	p, _ := c.Get(principalKey).(*Principal)
+	return p
+}
+
+func (g *Gateway) listModels(c echo.Context) error {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	p := principalOf(c)
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, name := range g.modelNames {
+		if p.Allows(name) {
+			list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: g.models[name].upstream.name})
+		}
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+// handleError writes every error as OpenAI error JSON.
+func (g *Gateway) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			err = errNotFound
+		case http.StatusMethodNotAllowed:
+			err = errMethod
+		case http.StatusRequestEntityTooLarge:
+			err = errTooLarge
+		default:
+			err = errInternal
+		}
+	}
+	g.writeRefusal(c, mapError(err), nil)
+}
+
+// writeRefusal writes a refusal with its headers; limits are the request's
+// limits when the budget decided.
+func (g *Gateway) writeRefusal(c echo.Context, r refusal, limits []budget.Limit) {
+	h := c.Response().Header()
+	writeRetryAfter(h, r.retryAfter)
+	if r.noRetry {
+		h.Set("X-Should-Retry", "false")
+	}
+	if r.result != nil && limits != nil {
+		writeLimitHeaders(h, limits, *r.result)
+	}
+	if r.status >= 500 {
+		g.log.Warn("refused", "status", r.status, "code", r.body.Code)
+	}
+	_ = c.JSON(r.status, struct {
+		Error apiError `json:"error"`
+	}{r.body})
+}

@@ -1,0 +1,160 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+type chatMessage struct {
+	Role         string            `json:"role"`
+	Name         string            `json:"name"`
+	Content      json.RawMessage   `json:"content"`
+	ToolCalls    []json.RawMessage `json:"tool_calls"`
+	FunctionCall json.RawMessage   `json:"function_call"`
+	ToolCallID   string            `json:"tool_call_id"`
+	Refusal      string            `json:"refusal"`
+}
+
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (r *Request) chatInput(m *Model) (int64, error) {
+	raw, ok := r.fields["messages"]
+	if !ok {
+		return 0, badRequest("messages", "is required")
+	}
+	var msgs []chatMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return 0, badRequest("messages", "must be an array of message objects")
+	}
+	if len(msgs) == 0 {
+		return 0, badRequest("messages", "must not be empty")
+	}
+	counted := make([]tokenizer.ChatMessage, len(msgs))
+	for i, msg := range msgs {
+		param := fmt.Sprintf("messages[%d]", i)
+		if msg.Role == "" {
+			return 0, badRequest(param+".role", "is required")
+		}
+		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name}
+		if err := addContent(&cm, msg.Content, param+".content"); err != nil {
+			return 0, err
+		}
+		for _, tc := range msg.ToolCalls {
+			cm.Extra = append(cm.Extra, string(compact(tc)))
+		}
+		if len(msg.FunctionCall) > 0 && !isNull(msg.FunctionCall) {
+			cm.Extra = append(cm.Extra, string(compact(msg.FunctionCall)))
+		}
+		for _, s := range []string{msg.ToolCallID, msg.Refusal} {
+			if s != "" {
+				cm.Extra = append(cm.Extra, s)
+			}
+		}
+		counted[i] = cm
+	}
+	var tools []string
+	for _, key := range []string{"tools", "functions"} {
+		raw, ok := r.fields[key]
+		if !ok || isNull(raw) {
+			continue
+		}
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return 0, badRequest(key, "must be an array")
+		}
+		for _, t := range list {
+			tools = append(tools, string(compact(t)))
+		}
+	}
+	// A JSON schema response format is shown to the model too; its JSON
+	// bounds the rendering from above.
+	if raw, ok := r.fields["response_format"]; ok && bytes.Contains(raw, []byte("json_schema")) {
+		tools = append(tools, string(compact(raw)))
+	}
+	return m.Counter.Chat(counted, tools, m.ImageTokens), nil
+}
+
+// addContent counts a message's content: a string, null, or an array of
+// parts. Only text and image parts have a bound the gateway can compute;
+// other part types (audio, files) are refused rather than let through
+// unpriced.
+func addContent(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) error {
+	if len(raw) == 0 || isNull(raw) {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return badRequest(param, "must be a string or an array of parts")
+		}
+		cm.Texts = append(cm.Texts, s)
+		return nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return badRequest(param, "must be a string or an array of parts")
+	}
+	for i, p := range parts {
+		switch p.Type {
+		case "text", "input_text":
+			cm.Texts = append(cm.Texts, p.Text)
+		case "image_url", "input_image":
+			cm.Images++
+		default:
+			return badRequest(fmt.Sprintf("%s[%d].type", param, i), "content part type %q cannot be estimated by the gateway", p.Type)
+		}
+	}
+	return nil
+}
+
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// promptInput counts a prompt or embeddings input: a string, an array of
+// strings, an array of token ids, or an array of such arrays.
+func (r *Request) promptInput(m *Model, key string) (int64, error) {
+	raw, ok := r.fields[key]
+	if !ok || isNull(raw) {
+		return 0, badRequest(key, "is required")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return m.Counter.Count(s), nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return 0, badRequest(key, "must be a string, an array of strings or an array of token arrays")
+	}
+	if len(list) == 0 {
+		return 0, badRequest(key, "must not be empty")
+	}
+	var n int64
+	for i, item := range list {
+		if err := json.Unmarshal(item, &s); err == nil {
+			n += m.Counter.Count(s)
+			continue
+		}
+		var tok int64
+		if err := json.Unmarshal(item, &tok); err == nil {
+			n++ // one token id
+			continue
+		}
+		var toks []int64
+		if err := json.Unmarshal(item, &toks); err != nil {
+			return 0, badRequest(fmt.Sprintf("%s[%d]", key, i), "must be a string, a token id or an array of token ids")
+		}
+		n += int64(len(toks))
+	}
+	return n, nil
+}

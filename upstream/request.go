@@ -1,0 +1,265 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+// Endpoint is one OpenAI-compatible route.
+type Endpoint uint8
+
+const (
+	Chat Endpoint = iota + 1
+	Completions
+	Embeddings
+)
+
+// Path is the endpoint's path below the API root.
+func (e Endpoint) Path() string {
+	switch e {
+	case Chat:
+		return "/chat/completions"
+	case Completions:
+		return "/completions"
+	case Embeddings:
+		return "/embeddings"
+	}
+	return ""
+}
+
+func (e Endpoint) String() string {
+	switch e {
+	case Chat:
+		return "chat"
+	case Completions:
+		return "completions"
+	case Embeddings:
+		return "embeddings"
+	}
+	return "unknown"
+}
+
+// RequestError is a client mistake in a request body: the gateway answers
+// 400 with Param and Message and forwards nothing.
+type RequestError struct {
+	Param   string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return "upstream: bad request: " + e.Message
+	}
+	return fmt.Sprintf("upstream: bad request: %s: %s", e.Param, e.Message)
+}
+
+func badRequest(param, format string, args ...any) error {
+	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// Model is what estimating a request needs to know about its model.
+type Model struct {
+	Name                string
+	Counter             *tokenizer.Counter
+	MaxOutputTokens     int64
+	DefaultOutputTokens int64
+	ImageTokens         int64
+	Embedding           bool
+}
+
+// Request is a decoded client request. Its top-level fields are kept as raw
+// JSON so that the forwarded body is exactly what was estimated: duplicate
+// keys collapse to the one the gateway read, and keys are matched exactly
+// (encoding/json's case-insensitive struct matching would read "Max_Tokens"
+// where the upstream would not).
+type Request struct {
+	Endpoint Endpoint
+	Model    string
+	Stream   bool
+	// User is the request's "user" field, if any.
+	User   string
+	fields map[string]json.RawMessage
+}
+
+// ParseRequest decodes a client body for endpoint e.
+func ParseRequest(e Endpoint, body []byte) (*Request, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, badRequest("", "the body is not a JSON object")
+	}
+	r := &Request{Endpoint: e, fields: fields}
+	if err := r.str("model", &r.Model); err != nil {
+		return nil, err
+	}
+	if r.Model == "" {
+		return nil, badRequest("model", "is required")
+	}
+	if err := r.str("user", &r.User); err != nil {
+		return nil, err
+	}
+	if raw, ok := fields["stream"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &r.Stream); err != nil {
+			return nil, badRequest("stream", "must be a boolean")
+		}
+		if r.Stream && e == Embeddings {
+			return nil, badRequest("stream", "embeddings cannot stream")
+		}
+	}
+	return r, nil
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+func (r *Request) str(key string, dst *string) error {
+	raw, ok := r.fields[key]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return badRequest(key, "must be a string")
+	}
+	return nil
+}
+
+// Prepared is a request ready to forward, with its upper bound.
+type Prepared struct {
+	// Body is the rewritten request: an explicit output cap and, when
+	// streaming, stream_options.include_usage.
+	Body []byte
+	// InputTokens is the counted prompt.
+	InputTokens int64
+	// MaxOutputTokens bounds the output of all choices together.
+	MaxOutputTokens int64
+	// ClientWantsUsage is true when the client itself asked for the final
+	// usage chunk of a stream; otherwise the gateway strips it.
+	ClientWantsUsage bool
+}
+
+// Prepare estimates r against m and rewrites it so the estimate is an upper
+// bound: a missing output cap is set to the model's default, and a stream
+// asks for its usage.
+func (r *Request) Prepare(m *Model) (*Prepared, error) {
+	p := &Prepared{}
+	var err error
+	switch r.Endpoint {
+	case Chat:
+		p.InputTokens, err = r.chatInput(m)
+	case Completions:
+		p.InputTokens, err = r.promptInput(m, "prompt")
+		if err == nil {
+			var suffix string
+			if err = r.str("suffix", &suffix); err == nil {
+				p.InputTokens += m.Counter.Count(suffix)
+			}
+		}
+	case Embeddings:
+		p.InputTokens, err = r.promptInput(m, "input")
+	default:
+		err = badRequest("", "unknown endpoint")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Endpoint != Embeddings {
+		if m.Embedding {
+			return nil, badRequest("model", "%s is an embedding model", m.Name)
+		}
+		if err := r.capOutput(m, p); err != nil {
+			return nil, err
+		}
+	} else if !m.Embedding {
+		return nil, badRequest("model", "%s is not an embedding model", m.Name)
+	}
+	if r.Stream {
+		if err := r.askUsage(p); err != nil {
+			return nil, err
+		}
+	}
+	if p.Body, err = json.Marshal(r.fields); err != nil {
+		return nil, fmt.Errorf("upstream: encoding request: %w", err)
+	}
+	return p, nil
+}
+
+// capOutput validates or sets the output cap and multiplies it by the
+// number of choices generated.
+func (r *Request) capOutput(m *Model, p *Prepared) error {
+	key := "max_tokens"
+	if r.Endpoint == Chat {
+		if _, ok := r.fields["max_tokens"]; ok {
+			if _, both := r.fields["max_completion_tokens"]; both {
+				return badRequest("max_tokens", "set max_tokens or max_completion_tokens, not both")
+			}
+		} else {
+			key = "max_completion_tokens"
+		}
+	}
+	limit, set, err := r.positiveInt(key, m.MaxOutputTokens)
+	if err != nil {
+		return err
+	}
+	if !set {
+		limit = m.DefaultOutputTokens
+		if r.Endpoint == Completions {
+			// The legacy API's own default is 16; writing a larger cap
+			// would change what the client gets.
+			limit = min(16, m.MaxOutputTokens)
+		}
+		r.fields[key] = json.RawMessage(strconv.FormatInt(limit, 10))
+	}
+	choices, _, err := r.positiveInt("n", 128)
+	if err != nil {
+		return err
+	}
+	if r.Endpoint == Completions {
+		bestOf, _, err := r.positiveInt("best_of", 128)
+		if err != nil {
+			return err
+		}
+		choices = max(choices, bestOf)
+	}
+	p.MaxOutputTokens = limit * max(choices, 1)
+	return nil
+}
+
+// positiveInt reads an optional integer field in [1, maxValue].
+func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, err error) {
+	raw, ok := r.fields[key]
+	if !ok || isNull(raw) {
+		return 0, false, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
+		return 0, false, badRequest(key, "must be an integer")
+	}
+	if f < 1 || f > float64(maxValue) {
+		return 0, false, badRequest(key, "must be between 1 and %d", maxValue)
+	}
+	return int64(f), true, nil
+}
+
+func (r *Request) askUsage(p *Prepared) error {
+	opts := map[string]json.RawMessage{}
+	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &opts); err != nil {
+			return badRequest("stream_options", "must be an object")
+		}
+	}
+	if raw, ok := opts["include_usage"]; ok {
+		if err := json.Unmarshal(raw, &p.ClientWantsUsage); err != nil {
+			return badRequest("stream_options.include_usage", "must be a boolean")
+		}
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return err
+	}
+	r.fields["stream_options"] = b
+	return nil
+}

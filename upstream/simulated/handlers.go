@@ -1,0 +1,319 @@
+package simulated
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+type request struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	Prompt              json.RawMessage   `json:"prompt"`
+	Input               json.RawMessage   `json:"input"`
+	MaxTokens           int64             `json:"max_tokens"`
+	MaxCompletionTokens int64             `json:"max_completion_tokens"`
+	N                   int64             `json:"n"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Dimensions     int    `json:"dimensions"`
+	EncodingFormat string `json:"encoding_format"`
+}
+
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*request, []byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	var req request
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || req.Model == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "could not parse the request body")
+		return nil, nil, false
+	}
+	if req.N == 0 {
+		req.N = 1
+	}
+	return &req, body, true
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Name    string          `json:"name"`
+	Content json.RawMessage `json:"content"`
+}
+
+// chatPrompt counts the prompt as the API does: the cookbook's per-message
+// overheads, and tools in the compact rendering the cookbook describes.
+func chatPrompt(c *tokenizer.Counter, req *request) int64 {
+	var n int64 = 3
+	for _, raw := range req.Messages {
+		var m message
+		_ = json.Unmarshal(raw, &m)
+		n += 3 + c.Count(m.Role)
+		if m.Name != "" {
+			n += 1 + c.Count(m.Name)
+		}
+		var text string
+		if json.Unmarshal(m.Content, &text) == nil {
+			n += c.Count(text)
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &parts)
+		for _, p := range parts {
+			if p.Type == "text" {
+				n += c.Count(p.Text)
+			} else {
+				n += 85 // a low-detail image
+			}
+		}
+	}
+	for _, raw := range req.Tools {
+		var t struct {
+			Function struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+				Parameters  struct {
+					Properties map[string]struct {
+						Type        string   `json:"type"`
+						Description string   `json:"description"`
+						Enum        []string `json:"enum"`
+					} `json:"properties"`
+				} `json:"parameters"`
+			} `json:"function"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		f := t.Function
+		n += 7 + c.Count(f.Name+":"+strings.TrimSuffix(f.Description, ".")) + 12
+		if len(f.Parameters.Properties) > 0 {
+			n += 3
+		}
+		for k, p := range f.Parameters.Properties {
+			n += 3 + c.Count(k+":"+p.Type+":"+strings.TrimSuffix(p.Description, "."))
+			for _, e := range p.Enum {
+				n += 3 + c.Count(e)
+			}
+		}
+	}
+	return n
+}
+
+func promptTokens(c *tokenizer.Counter, raw json.RawMessage) int64 {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return c.Count(s)
+	}
+	var list []json.RawMessage
+	_ = json.Unmarshal(raw, &list)
+	var n int64
+	for _, item := range list {
+		var toks []int64
+		switch {
+		case json.Unmarshal(item, &s) == nil:
+			n += c.Count(s)
+		case json.Unmarshal(item, &toks) == nil:
+			n += int64(len(toks))
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	req, body, ok := s.decode(w, r)
+	if !ok {
+		return
+	}
+	limit := req.MaxCompletionTokens
+	if limit == 0 {
+		limit = req.MaxTokens
+	}
+	s.generate(w, r, req, seedOf(body), chatPrompt(s.counter(req.Model), req), limit, true)
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	req, body, ok := s.decode(w, r)
+	if !ok {
+		return
+	}
+	limit := req.MaxTokens
+	if limit == 0 {
+		limit = 16
+	}
+	s.generate(w, r, req, seedOf(body), promptTokens(s.counter(req.Model), req.Prompt), limit, false)
+}
+
+// generate answers chat (or legacy completions) with req.N deterministic
+// choices, streamed or not.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, seed uint64, prompt, limit int64, chat bool) {
+	type choice struct {
+		text   string
+		finish string
+		tokens int64
+	}
+	choices := make([]choice, req.N)
+	var completion int64
+	for i := range choices {
+		n, finish := s.replyTokens(seed+uint64(i), limit)
+		choices[i] = choice{reply(seed+uint64(i), n), finish, n}
+		completion += n
+	}
+	u := usage{prompt, completion, prompt + completion}
+	created := time.Now().Unix()
+	object, chunkObject, prefix := "text_completion", "text_completion", "cmpl"
+	if chat {
+		object, chunkObject, prefix = "chat.completion", "chat.completion.chunk", "chatcmpl"
+	}
+	if !req.Stream {
+		out := make([]map[string]any, len(choices))
+		for i, c := range choices {
+			out[i] = map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
+			if chat {
+				out[i]["message"] = map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
+			} else {
+				out[i]["text"] = c.text
+			}
+		}
+		s.record(req.Model, u.PromptTokens, u.CompletionTokens)
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id(prefix, seed), "object": object, "created": created, "model": req.Model,
+			"choices": out, "usage": u, "system_fingerprint": "fp_simulated"})
+		return
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if s.opts.ChunkDelay > 0 {
+			select {
+			case <-time.After(s.opts.ChunkDelay):
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		return true
+	}
+	chunk := func(i int, text string, finish any, first bool) map[string]any {
+		c := map[string]any{"index": i, "finish_reason": finish, "logprobs": nil}
+		if chat {
+			delta := map[string]any{}
+			if first {
+				delta["role"] = "assistant"
+			}
+			if text != "" || first {
+				delta["content"] = text
+			}
+			c["delta"] = delta
+		} else {
+			c["text"] = text
+		}
+		return map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
+			"model": req.Model, "choices": []any{c}, "system_fingerprint": "fp_simulated"}
+	}
+	var delivered int64
+	for i, c := range choices {
+		if chat && !send(chunk(i, "", nil, true)) {
+			return
+		}
+		// Two words a chunk, as real streams carry a token or a few.
+		ws := strings.SplitAfter(c.text, " ")
+		for j := 0; j < len(ws); j += 2 {
+			piece := strings.Join(ws[j:min(j+2, len(ws))], "")
+			if piece == "" {
+				continue
+			}
+			if !send(chunk(i, piece, nil, false)) {
+				return
+			}
+		}
+		if !send(chunk(i, "", c.finish, false)) {
+			return
+		}
+		delivered += c.tokens
+	}
+	s.record(req.Model, u.PromptTokens, u.CompletionTokens)
+	if req.StreamOptions.IncludeUsage {
+		if !send(map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
+			"model": req.Model, "choices": []any{}, "usage": u}) {
+			return
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if flusher != nil {
+		flusher.Flush()
+	}
+}
+
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+	req, body, ok := s.decode(w, r)
+	if !ok {
+		return
+	}
+	c := s.counter(req.Model)
+	var inputs []json.RawMessage
+	if len(req.Input) > 0 && req.Input[0] == '[' {
+		_ = json.Unmarshal(req.Input, &inputs)
+		var tok int64
+		if len(inputs) > 0 && json.Unmarshal(inputs[0], &tok) == nil {
+			inputs = []json.RawMessage{req.Input} // one input given as token ids
+		}
+	} else {
+		inputs = []json.RawMessage{req.Input}
+	}
+	dims := req.Dimensions
+	if dims <= 0 {
+		dims = s.opts.Dimensions
+	}
+	seed := seedOf(body)
+	data := make([]map[string]any, len(inputs))
+	var prompt int64
+	for i, in := range inputs {
+		prompt += promptTokens(c, in)
+		vec := make([]float32, dims)
+		for j := range vec {
+			vec[j] = float32(math.Sin(float64(seed%1000+uint64(i*dims+j)))) / float32(math.Sqrt(float64(dims)))
+		}
+		var emb any = vec
+		if req.EncodingFormat == "base64" {
+			b := make([]byte, 4*dims)
+			for j, f := range vec {
+				binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(f))
+			}
+			emb = base64.StdEncoding.EncodeToString(b)
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
+	}
+	s.record(req.Model, prompt, 0)
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "model": req.Model,
+		"usage": map[string]int64{"prompt_tokens": prompt, "total_tokens": prompt}})
+}

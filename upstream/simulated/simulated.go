@@ -1,0 +1,189 @@
+// Package simulated is an OpenAI-compatible upstream that costs nothing: it
+// answers chat, completions, embeddings and model listing with deterministic
+// replies and a usage block that counts tokens honestly (the same BPE the
+// real API uses). Tollgate's demo runs on it, load tests measure the gateway
+// against it, and tests compare the gateway's ledger with what it reported.
+package simulated
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+// Options configure a Server. The zero value serves o200k_base counts for
+// every model, with no latency and no key check.
+type Options struct {
+	// Encodings maps a model to its tiktoken encoding; others use o200k_base.
+	Encodings map[string]string
+	// Models are listed by GET /v1/models.
+	Models []string
+	// APIKey, if set, is the only bearer token accepted.
+	APIKey string
+	// Latency is waited before the first byte of every answer.
+	Latency time.Duration
+	// ChunkDelay is waited between stream chunks.
+	ChunkDelay time.Duration
+	// ReplyTokens picks a reply's length from the request's seed; nil means
+	// 10 to 99 tokens. The request's output cap always wins.
+	ReplyTokens func(seed uint64) int64
+	// Dimensions is the default embedding size (1536 if zero).
+	Dimensions int
+}
+
+// Server is the simulated upstream. It is an http.Handler.
+type Server struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// Stats is what the server has answered since it started.
+type Stats struct {
+	Requests int64
+	// Usage sums the usage the server reported, per model.
+	Usage map[string]Reported
+}
+
+// Reported is usage as reported to the client.
+type Reported struct {
+	Requests, PromptTokens, CompletionTokens int64
+}
+
+// New returns a server.
+func New(opts Options) (*Server, error) {
+	if opts.Dimensions == 0 {
+		opts.Dimensions = 1536
+	}
+	for _, enc := range opts.Encodings {
+		if _, err := tokenizer.Load(enc); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tokenizer.Load("o200k_base"); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), stats: Stats{Usage: map[string]Reported{}}}
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+		writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
+		return
+	}
+	s.mu.Lock()
+	s.stats.Requests++
+	s.mu.Unlock()
+	if s.opts.Latency > 0 {
+		select {
+		case <-time.After(s.opts.Latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Stats returns a copy of the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{Requests: s.stats.Requests, Usage: make(map[string]Reported, len(s.stats.Usage))}
+	for k, v := range s.stats.Usage {
+		out.Usage[k] = v
+	}
+	return out
+}
+
+func (s *Server) record(model string, prompt, completion int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.stats.Usage[model]
+	r.Requests++
+	r.PromptTokens += prompt
+	r.CompletionTokens += completion
+	s.stats.Usage[model] = r
+}
+
+func (s *Server) counter(model string) *tokenizer.Counter {
+	enc := s.opts.Encodings[model]
+	if enc == "" {
+		enc = "o200k_base"
+	}
+	c, _ := tokenizer.Load(enc) // loaded in New
+	return c
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range s.opts.Models {
+		list.Data = append(list.Data, model{ID: m, Object: "model", Created: 1700000000, OwnedBy: "tollgate-simulated"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// words are each one token, with their leading space, in both o200k_base
+// and cl100k_base, so a reply of n words is exactly n tokens.
+var words = strings.Fields("the of and to in is that for it as with on be this by are or from at an was we can all will more one has not but")
+
+func reply(seed uint64, n int64) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteByte(' ')
+		b.WriteString(words[(seed+uint64(i)*7919)%uint64(len(words))])
+	}
+	return b.String()
+}
+
+func seedOf(b []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
+}
+
+func (s *Server) replyTokens(seed uint64, limit int64) (n int64, finish string) {
+	n = 10 + int64(seed%90)
+	if s.opts.ReplyTokens != nil {
+		n = s.opts.ReplyTokens(seed)
+	}
+	if limit > 0 && n >= limit {
+		return limit, "length"
+	}
+	return n, "stop"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"message": msg, "type": "invalid_request_error", "param": nil, "code": code}})
+}
+
+func id(prefix string, seed uint64) string { return fmt.Sprintf("%s-sim%016x", prefix, seed) }

@@ -1,0 +1,57 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// wireUsage is OpenAI's usage block. Pointers tell a missing figure from 0.
+type wireUsage struct {
+	PromptTokens        *int64 `json:"prompt_tokens"`
+	CompletionTokens    *int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens *int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+var errNoUsage = errors.New("upstream: no usage reported")
+
+// usage converts a wire usage block, refusing missing, negative or
+// inconsistent figures.
+func (w *wireUsage) usage() (budget.Usage, error) {
+	if w == nil || w.PromptTokens == nil {
+		return budget.Usage{}, errNoUsage
+	}
+	u := budget.Usage{InputTokens: *w.PromptTokens}
+	if w.CompletionTokens != nil {
+		u.OutputTokens = *w.CompletionTokens
+	}
+	if d := w.PromptTokensDetails; d != nil && d.CachedTokens != nil {
+		u.CachedInputTokens = *d.CachedTokens
+	}
+	if d := w.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
+		u.ReasoningTokens = *d.ReasoningTokens
+	}
+	if err := u.Validate(); err != nil {
+		return budget.Usage{}, err
+	}
+	return u, nil
+}
+
+// UsageFromJSON extracts the usage of a non-streaming response body. ok is
+// false when the body reports no valid usage.
+func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
+	var resp struct {
+		Usage *wireUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return budget.Usage{}, false
+	}
+	u, err := resp.Usage.usage()
+	return u, err == nil
+}

@@ -21,7 +21,10 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
-const testKey = "tg-test-key-0001"
+const (
+	testKey   = "tg-test-key-0001"
+	narrowKey = "tg-test-key-0002" // may use test-model only
+)
 
 // baseConfig prices the test model at $1 per 1M input tokens and $2 per 1M
 // output tokens, so a request's cost in µ$ is input + 2×output exactly and
@@ -47,6 +50,9 @@ orgs:
           - id: k1
             hash: ${KEY_HASH}
             models: [gpt-4o, gpt-4o-mini, test-model, text-embedding-3-small, gpt-3.5-turbo-instruct]
+          - id: k2
+            hash: ${NARROW_HASH}
+            models: [test-model]
 `
 
 type harness struct {
@@ -64,7 +70,9 @@ type harness struct {
 func start(t *testing.T, teamLimits string, simOpts simulated.Options) *harness {
 	t.Helper()
 	h := &harness{t: t, upBodies: make(chan []byte, 1024)}
-	simOpts.APIKey = "upstream-secret"
+	if simOpts.APIKey == "" {
+		simOpts.APIKey = "upstream-secret"
+	}
 	sim, err := simulated.New(simOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +90,7 @@ func start(t *testing.T, teamLimits string, simOpts simulated.Options) *harness 
 	}))
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
-	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey)}
+	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey)}
 	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)

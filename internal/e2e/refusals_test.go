@@ -1,0 +1,267 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+type errorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	} `json:"error"`
+}
+
+// post sends a raw request with curl-like control over headers and body.
+func (h *harness) post(path, key, body string, hdr map[string]string) (*http.Response, errorBody) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var eb errorBody
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
+			h.t.Fatalf("status %d with a body that is not OpenAI error JSON: %s", resp.StatusCode, raw)
+		}
+	}
+	return resp, eb
+}
+
+func TestBadInputLeavesNoTrace(t *testing.T) {
+	h := start(t, monthlyTen+`, {name: rpm, kind: rate, unit: requests, amount: 1000, window: 1m}`, simulated.Options{})
+	chat := "/v1/chat/completions"
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		desc, path, key, body string
+		hdr                   map[string]string
+		status                int
+		code                  string
+	}{
+		{"no key", chat, "", `{"model":"test-model",` + msgs + `}`, nil, 401, "missing_api_key"},
+		{"wrong key", chat, "tg-wrong", `{"model":"test-model",` + msgs + `}`, nil, 401, "invalid_api_key"},
+		{"key in x-api-key works but is wrong", chat, "", `{}`, map[string]string{"x-api-key": "nope"}, 401, "invalid_api_key"},
+		{"unknown model", chat, testKey, `{"model":"gpt-9",` + msgs + `}`, nil, 400, "model_not_found"},
+		{"not JSON", chat, testKey, `{"model":`, nil, 400, "invalid_request"},
+		{"no messages", chat, testKey, `{"model":"test-model"}`, nil, 400, "invalid_request"},
+		{"negative max_tokens", chat, testKey, `{"model":"test-model","max_tokens":-1,` + msgs + `}`, nil, 400, "invalid_request"},
+		{"zero max_tokens", chat, testKey, `{"model":"test-model","max_completion_tokens":0,` + msgs + `}`, nil, 400, "invalid_request"},
+		{"fractional max_tokens", chat, testKey, `{"model":"test-model","max_tokens":10.5,` + msgs + `}`, nil, 400, "invalid_request"},
+		{"string max_tokens", chat, testKey, `{"model":"test-model","max_tokens":"10",` + msgs + `}`, nil, 400, "invalid_request"},
+		{"max_tokens above the model's", chat, testKey, `{"model":"test-model","max_tokens":1001,` + msgs + `}`, nil, 400, "invalid_request"},
+		{"both caps", chat, testKey, `{"model":"test-model","max_tokens":5,"max_completion_tokens":5,` + msgs + `}`, nil, 400, "invalid_request"},
+		{"audio part cannot be bounded", chat, testKey, `{"model":"test-model","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}`, nil, 400, "invalid_request"},
+		{"embedding model on chat", chat, testKey, `{"model":"text-embedding-3-small",` + msgs + `}`, nil, 400, "invalid_request"},
+		{"streaming embeddings", "/v1/embeddings", testKey, `{"model":"text-embedding-3-small","input":"x","stream":true}`, nil, 400, "invalid_request"},
+		{"too large", chat, testKey, `{"model":"test-model",` + msgs + `,"pad":"` + strings.Repeat("x", 9<<20) + `"}`, nil, 413, "request_too_large"},
+		{"unknown route", "/v1/images/generations", testKey, `{}`, nil, 404, "unknown_url"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			resp, eb := h.post(tc.path, tc.key, tc.body, tc.hdr)
+			if resp.StatusCode != tc.status || eb.Error.Code != tc.code {
+				t.Fatalf("got %d %q (%s), want %d %q", resp.StatusCode, eb.Error.Code, eb.Error.Message, tc.status, tc.code)
+			}
+		})
+	}
+	if spent, pending := h.spent(teamMonth); spent != 0 || pending != 0 {
+		t.Fatalf("bad input left spent=%d pending=%d", spent, pending)
+	}
+	if h.upCalls.Load() != 0 {
+		t.Fatalf("bad input reached the upstream %d times", h.upCalls.Load())
+	}
+	// The rate bucket was not touched either: 1000 requests remain.
+	resp, _ := h.post(chat, testKey, `{"model":"test-model",`+msgs+`}`, nil)
+	if got := resp.Header.Get("RateLimit"); !strings.Contains(got, `"team-rpm";r=999;`) {
+		t.Fatalf("RateLimit after one good request = %q, want r=999", got)
+	}
+}
+
+func TestModelNotAllowedForKey(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	resp, eb := h.post("/v1/chat/completions", narrowKey, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != 403 || eb.Error.Code != "model_not_allowed" {
+		t.Fatalf("got %d %q, want 403 model_not_allowed", resp.StatusCode, eb.Error.Code)
+	}
+	resp, _ = h.post("/v1/chat/completions", narrowKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("the narrow key's own model: status %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+narrowKey)
+	mresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mresp.Body.Close()
+	var list struct{ Data []struct{ ID string } }
+	_ = json.NewDecoder(mresp.Body).Decode(&list)
+	if len(list.Data) != 1 || list.Data[0].ID != "test-model" {
+		t.Fatalf("/v1/models for the narrow key = %+v", list)
+	}
+}
+
+func TestUpstreamErrorReleasesReservation(t *testing.T) {
+	// The upstream expects another key, so it answers 401 to everything.
+	h := start(t, monthlyTen+`, {name: rpm, kind: rate, unit: requests, amount: 10, window: 1m}`, simulated.Options{APIKey: "another-secret"})
+	resp, eb := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != 401 || eb.Error.Code != "invalid_api_key" || resp.Header.Get("X-Tollgate-Upstream") != "sim" {
+		t.Fatalf("got %d %q, want the upstream's 401 passed through", resp.StatusCode, eb.Error.Code)
+	}
+	if spent, pending := h.spent(teamMonth); spent != 0 || pending != 0 {
+		t.Fatalf("a failed upstream call left spent=%d pending=%d", spent, pending)
+	}
+	resp, _ = h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if got := resp.Header.Get("RateLimit"); !strings.Contains(got, `"team-rpm";r=9;`) {
+		t.Fatalf("RateLimit = %q: the failed request's reservation was not released (want r=9)", got)
+	}
+}
+
+func TestConcurrentRequestsNeverPassTheCeiling(t *testing.T) {
+	// Every request is the same: the same prompt, max_tokens 50, and a
+	// reply of exactly 50 tokens, so estimate == actual and there are no
+	// refunds to make room mid-run. One request costs prompt + 2×50 µ$.
+	const body = `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"same prompt for everyone"}]}`
+	probe := start(t, monthlyTen, simulated.Options{ReplyTokens: func(uint64) int64 { return 1 << 20 }})
+	resp, _ := probe.post("/v1/chat/completions", testKey, body, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("probe status %d", resp.StatusCode)
+	}
+	perRequest := probe.reportedCost("test-model")
+	ceiling := 100*perRequest + perRequest - 1
+
+	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: `+strconv.FormatInt(ceiling, 10)+`, period: month}`,
+		simulated.Options{ReplyTokens: func(uint64) int64 { return 1 << 20 }})
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	tr := &http.Transport{MaxIdleConnsPerHost: 500}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for range 500 {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				ok.Add(1)
+			case 429:
+				refused.Add(1)
+			default:
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 100 || refused.Load() != 400 {
+		t.Fatalf("admitted %d, refused %d; want exactly 100 and 400", ok.Load(), refused.Load())
+	}
+	spent, pending := h.spent(teamMonth)
+	if spent > ceiling || pending != 0 {
+		t.Fatalf("spent %d (ceiling %d), pending %d", spent, ceiling, pending)
+	}
+	if reported := h.reportedCost("test-model"); spent != reported {
+		t.Fatalf("spent %d µ$, upstream reported usage worth %d µ$", spent, reported)
+	}
+}
+
+func TestClientDisconnectSettlesDeliveredTokens(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{
+		ReplyTokens: func(uint64) int64 { return 400 },
+		ChunkDelay:  5 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"test-model","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"long story"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read ten events, then hang up.
+	sc := bufio.NewScanner(resp.Body)
+	var delivered strings.Builder
+	events := 0
+	for events < 10 && sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "data: "); ok {
+			events++
+			var c struct {
+				Choices []struct {
+					Delta struct{ Content string } `json:"delta"`
+				} `json:"choices"`
+			}
+			_ = json.Unmarshal([]byte(rest), &c)
+			for _, ch := range c.Choices {
+				delivered.WriteString(ch.Delta.Content)
+			}
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	deadline := time.Now().Add(5 * time.Second)
+	var spent, pending int64
+	for time.Now().Before(deadline) {
+		if spent, pending = h.spent(teamMonth); pending == 0 && spent > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pending != 0 || spent == 0 {
+		t.Fatalf("after disconnect spent=%d pending=%d: the stream was not settled", spent, pending)
+	}
+	// The charge covers the prompt and at least what was delivered, and far
+	// less than the 1000-token reservation.
+	deliveredTokens := int64(strings.Count(delivered.String(), " ")) - 1
+	if spent < 2*deliveredTokens || spent > 2*200 {
+		t.Fatalf("charged %d µ$ for ~%d delivered output tokens", spent, deliveredTokens)
+	}
+	if st := h.sim.Stats().Usage["test-model"]; st.Requests != 0 {
+		t.Fatalf("the upstream finished the stream (%+v); it should have been cancelled", st)
+	}
+}
+
+func TestSDKSeesTypedErrorsForAuth(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	c := openai.NewClient(option.WithBaseURL(h.url+"/v1"), option.WithAPIKey("tg-nope"), option.WithMaxRetries(0))
+	_, err := c.Chat.Completions.New(ctx, chatParams("test-model", "x"))
+	var apierr *openai.Error
+	if !errors.As(err, &apierr) || apierr.StatusCode != 401 || apierr.Code != "invalid_api_key" {
+		t.Fatalf("err = %v", err)
+	}
+}

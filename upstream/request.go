@@ -180,10 +180,23 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 			return nil, err
 		}
 	}
-	if p.Body, err = json.Marshal(r.fields); err != nil {
+	if p.Body, err = encode(r.fields); err != nil {
 		return nil, fmt.Errorf("upstream: encoding request: %w", err)
 	}
 	return p, nil
+}
+
+// encode marshals v without HTML escaping, so text inside the forwarded body
+// (and the token count of any JSON the estimate read) stays byte for byte
+// what the client sent.
+func encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // capOutput validates or sets the output cap and multiplies it by the
@@ -256,7 +269,7 @@ func (r *Request) askUsage(p *Prepared) error {
 		}
 	}
 	opts["include_usage"] = json.RawMessage("true")
-	b, err := json.Marshal(opts)
+	b, err := encode(opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,122 @@
+package upstream_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// FuzzPrepare: no input panics; an accepted request re-parses from its own
+// forwarded body to the same bound (what is forwarded is what was estimated).
+func FuzzPrepare(f *testing.F) {
+	for _, c := range corpus {
+		f.Add(uint8(upstream.Chat), []byte(c))
+	}
+	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":[[1,2],[3]],"max_tokens":3,"best_of":2}`))
+	f.Add(uint8(upstream.Embeddings), []byte(`{"model":"m","input":["a","b"]}`))
+	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","max_tokens":1e2,"max_tokens":null,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`))
+	m := model(f, "o200k_base")
+	emb := *m
+	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
+	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
+		e := upstream.Endpoint(ep%3 + 1)
+		mm := m
+		if e == upstream.Embeddings {
+			mm = &emb
+		}
+		req, err := upstream.ParseRequest(e, body)
+		if err != nil {
+			return
+		}
+		p, err := req.Prepare(mm)
+		if err != nil {
+			return
+		}
+		if !json.Valid(p.Body) {
+			t.Fatalf("forwarded body is not JSON: %s", p.Body)
+		}
+		if p.InputTokens < 0 || p.MaxOutputTokens < 0 || p.MaxOutputTokens > mm.MaxOutputTokens*128 {
+			t.Fatalf("bound out of range: %+v", p)
+		}
+		again, err := upstream.ParseRequest(e, p.Body)
+		if err != nil {
+			t.Fatalf("forwarded body does not parse: %v", err)
+		}
+		p2, err := again.Prepare(mm)
+		if err != nil {
+			t.Fatalf("forwarded body does not prepare: %v", err)
+		}
+		if p2.InputTokens != p.InputTokens || p2.MaxOutputTokens != p.MaxOutputTokens {
+			t.Fatalf("forwarded body estimates %d+%d, the client's %d+%d", p2.InputTokens, p2.MaxOutputTokens, p.InputTokens, p.MaxOutputTokens)
+		}
+	})
+}
+
+// FuzzStream: broken framing, malformed JSON and absurd usage never panic,
+// never yield a negative or inconsistent usage, and every byte is returned
+// in some event's raw bytes (nothing dropped silently).
+func FuzzStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":-3}}\n\n"))
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":1e30,\"completion_tokens\":null}}\r\n\r\n"))
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\ndata: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}\n\n"))
+	f.Add([]byte(": comment\nevent: x\ndata: {\"choices\":[{\"text\":\"a\"}]}\ndata: more\n\n\n\ndata: {\"cho"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		meter := upstream.NewStreamMeter(1 << 16)
+		events := upstream.NewEventReader(bytes.NewReader(stream))
+		var relayed []byte
+		for {
+			raw, data, err := events.Next()
+			relayed = append(relayed, raw...)
+			if len(raw) > 0 {
+				_, _ = meter.Observe(data)
+			}
+			if err != nil {
+				if err != io.EOF && err != io.ErrUnexpectedEOF && err != upstream.ErrEventTooLarge {
+					t.Fatalf("unexpected error %v", err)
+				}
+				break
+			}
+		}
+		if u, ok := meter.Usage(); ok {
+			if err := u.Validate(); err != nil {
+				t.Fatalf("meter kept invalid usage %+v: %v", u, err)
+			}
+		}
+		if len(bytes.TrimSpace(relayed)) < len(bytes.TrimSpace(stream)) && !bytes.Equal(bytes.TrimSpace(stream), bytes.TrimSpace(relayed)) {
+			// Blank lines between events may be dropped; content may not.
+			if !bytes.Equal(stripBlank(stream), stripBlank(relayed)) {
+				t.Fatalf("relayed %q of %q", relayed, stream)
+			}
+		}
+	})
+}
+
+func stripBlank(b []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) > 0 {
+			out = append(out, line...)
+			out = append(out, '\n')
+		}
+	}
+	return out
+}
+
+func FuzzUsageFromJSON(f *testing.F) {
+	f.Add([]byte(`{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}}`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":40}}}`))
+	f.Add([]byte(`{"usage":null}`))
+	f.Add([]byte(`{"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		u, ok := upstream.UsageFromJSON(body)
+		if ok {
+			if err := u.Validate(); err != nil {
+				t.Fatalf("accepted invalid usage %+v: %v", u, err)
+			}
+		}
+	})
+}

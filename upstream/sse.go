@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
@@ -85,6 +87,11 @@ func (e *EventReader) Next() (raw, data []byte, err error) {
 	}
 }
 
+// Buffered reports how many bytes of the stream have arrived but not been
+// returned yet. A relay flushes only when it is zero: events that arrived
+// together leave together, and none waits for a later one.
+func (e *EventReader) Buffered() int { return e.r.Buffered() }
+
 func (e *EventReader) field(line []byte, hasData bool) bool {
 	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 		v = bytes.TrimPrefix(v, []byte(" "))
@@ -113,58 +120,55 @@ type StreamMeter struct {
 // NewStreamMeter returns a meter that keeps at most maxText bytes of output.
 func NewStreamMeter(maxText int) *StreamMeter { return &StreamMeter{maxText: maxText} }
 
-type streamChunk struct {
-	Choices []struct {
-		Text  string `json:"text"`
-		Delta *struct {
-			Content   string `json:"content"`
-			Refusal   string `json:"refusal"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Usage *wireUsage `json:"usage"`
-}
-
 // Observe reads one event's data. usageOnly is true for the final chunk that
 // carries only usage (no choices), which the gateway strips when the client
 // did not ask for it. A malformed event is reported and otherwise ignored.
+//
+// Chunks are read with gjson rather than encoding/json: every chunk of every
+// stream passes here, and only a few string fields are needed from each.
 func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, []byte("[DONE]")) {
 		m.done = true
 		return false, nil
 	}
 	if len(data) == 0 {
 		return false, nil
 	}
-	var c streamChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return false, fmt.Errorf("upstream: malformed stream chunk: %w", err)
+	if !gjson.ValidBytes(data) {
+		return false, errors.New("upstream: malformed stream chunk")
 	}
-	for _, ch := range c.Choices {
-		m.keep(ch.Text)
-		if d := ch.Delta; d != nil {
-			m.keep(d.Content)
-			m.keep(d.Refusal)
-			for _, tc := range d.ToolCalls {
-				m.keep(tc.Function.Name)
-				m.keep(tc.Function.Arguments)
-			}
+	chunk := gjson.ParseBytes(data)
+	choices := chunk.Get("choices")
+	n := 0
+	choices.ForEach(func(_, ch gjson.Result) bool {
+		n++
+		m.keep(ch.Get("text").String())
+		if d := ch.Get("delta"); d.Exists() {
+			m.keep(d.Get("content").String())
+			m.keep(d.Get("refusal").String())
+			d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				m.keep(tc.Get("function.name").String())
+				m.keep(tc.Get("function.arguments").String())
+				return true
+			})
 		}
+		return true
+	})
+	raw := chunk.Get("usage")
+	if !raw.IsObject() {
+		return false, nil
 	}
-	if c.Usage != nil {
-		u, err := c.Usage.usage()
-		if err != nil {
-			return false, fmt.Errorf("upstream: stream usage: %w", err)
-		}
-		m.usage, m.hasUsage = u, true // cumulative: the last report wins
-		return len(c.Choices) == 0, nil
+	var w wireUsage
+	if err := json.Unmarshal([]byte(raw.Raw), &w); err != nil {
+		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
-	return false, nil
+	u, err := w.usage()
+	if err != nil {
+		return false, fmt.Errorf("upstream: stream usage: %w", err)
+	}
+	m.usage, m.hasUsage = u, true // cumulative: the last report wins
+	return n == 0, nil
 }
 
 func (m *StreamMeter) keep(s string) {

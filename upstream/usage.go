@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
@@ -46,12 +48,19 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 // UsageFromJSON extracts the usage of a non-streaming response body. ok is
 // false when the body reports no valid usage.
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
-	var resp struct {
-		Usage *wireUsage `json:"usage"`
-	}
-	if err := json.Unmarshal(body, &resp); err != nil {
+	// Only the usage object is decoded; gjson finds it without decoding
+	// the rest of a response that may be megabytes of embeddings.
+	if !gjson.ValidBytes(body) {
 		return budget.Usage{}, false
 	}
-	u, err := resp.Usage.usage()
+	raw := gjson.GetBytes(body, "usage")
+	if !raw.IsObject() {
+		return budget.Usage{}, false
+	}
+	var w wireUsage
+	if err := json.Unmarshal([]byte(raw.Raw), &w); err != nil {
+		return budget.Usage{}, false
+	}
+	u, err := w.usage()
 	return u, err == nil
 }

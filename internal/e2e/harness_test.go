@@ -56,7 +56,7 @@ orgs:
 `
 
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	sim      *simulated.Server
 	app      *app.App
 	url      string
@@ -67,7 +67,7 @@ type harness struct {
 
 // start runs the simulated upstream and a gateway whose ml team has
 // teamLimits (YAML flow items).
-func start(t *testing.T, teamLimits string, simOpts simulated.Options) *harness {
+func start(t testing.TB, teamLimits string, simOpts simulated.Options) *harness {
 	t.Helper()
 	h := &harness{t: t, upBodies: make(chan []byte, 1024)}
 	if simOpts.APIKey == "" {

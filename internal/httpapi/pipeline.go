@@ -266,10 +266,13 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 				if _, werr := w.Write(raw); werr != nil {
 					break // the client went away; the upstream is cancelled with its context
 				}
-				w.Flush()
+				if events.Buffered() == 0 {
+					w.Flush()
+				}
 			}
 		}
 		if err != nil {
+			w.Flush()
 			if !errors.Is(err, io.EOF) {
 				g.log.Warn("stream ended early", "request_id", cl.id, "err", err)
 			}

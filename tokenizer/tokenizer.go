@@ -59,19 +59,13 @@ func Load(encoding string) (*Counter, error) {
 // Name returns the encoding's name.
 func (c *Counter) Name() string { return c.name }
 
-// cacheMinLen is the shortest text whose count is cached: below it hashing
-// and a map look-up cost about as much as counting. (BPE with tiktoken-go
-// costs about a microsecond per 4 bytes; a cache hit costs ~100 ns.)
-const cacheMinLen = 16
-
 // Count returns the number of tokens in s. Special-token text such as
 // "<|endoftext|>" is counted as ordinary text, as the API does for user input.
+// Every count is cached by content hash: even a role name costs tiktoken-go
+// a microsecond or more of regexp and BPE work, a cache hit about 100 ns.
 func (c *Counter) Count(s string) int64 {
 	if len(s) == 0 {
 		return 0
-	}
-	if len(s) < cacheMinLen {
-		return int64(len(c.enc.EncodeOrdinary(s)))
 	}
 	h := maphash.String(hashKey, s)
 	if n, ok := c.cache.get(h); ok {

@@ -199,6 +199,7 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	latency := fs.Duration("latency", 0, "time to first byte")
 	chunkDelay := fs.Duration("chunk-delay", 0, "delay between stream chunks")
 	apiKey := fs.String("api-key", "", "the only bearer token accepted (empty: any)")
+	replyTokens := fs.Int64("reply-tokens", 0, "fixed reply length in tokens (0: 10 to 99, by request)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -208,6 +209,9 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	opts := demo.UpstreamOptions(cfg)
 	opts.APIKey, opts.Latency, opts.ChunkDelay = *apiKey, *latency, *chunkDelay
+	if n := *replyTokens; n > 0 {
+		opts.ReplyTokens = func(uint64) int64 { return n }
+	}
 	sim, err := simulated.New(opts)
 	if err != nil {
 		return err

@@ -124,8 +124,9 @@ func NewStreamMeter(maxText int) *StreamMeter { return &StreamMeter{maxText: max
 // carries only usage (no choices), which the gateway strips when the client
 // did not ask for it. A malformed event is reported and otherwise ignored.
 //
-// Chunks are read with gjson rather than encoding/json: every chunk of every
-// stream passes here, and only a few string fields are needed from each.
+// Every chunk of every stream passes here, so the common chunk is not
+// parsed: its generated text is cut out of the bytes by key (see
+// keepStrings). Only a chunk that mentions usage is decoded in full.
 func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, []byte("[DONE]")) {
@@ -135,26 +136,15 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if len(data) == 0 {
 		return false, nil
 	}
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		m.keepStrings(data)
+		return false, nil
+	}
 	if !gjson.ValidBytes(data) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
+	m.keepStrings(data)
 	chunk := gjson.ParseBytes(data)
-	choices := chunk.Get("choices")
-	n := 0
-	choices.ForEach(func(_, ch gjson.Result) bool {
-		n++
-		m.keep(ch.Get("text").String())
-		if d := ch.Get("delta"); d.Exists() {
-			m.keep(d.Get("content").String())
-			m.keep(d.Get("refusal").String())
-			d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-				m.keep(tc.Get("function.name").String())
-				m.keep(tc.Get("function.arguments").String())
-				return true
-			})
-		}
-		return true
-	})
 	raw := chunk.Get("usage")
 	if !raw.IsObject() {
 		return false, nil
@@ -168,7 +158,70 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
-	return n == 0, nil
+	return len(chunk.Get("choices").Array()) == 0, nil
+}
+
+// textKeys are the chunk fields that carry generated text: delta content,
+// refusals and tool-call arguments in chat, text in legacy completions,
+// function names in tool calls.
+var textKeys = [][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"arguments"`), []byte(`"name"`)}
+
+// keepStrings keeps the string values of textKeys found in a chunk. In valid
+// JSON a quote inside a string is escaped, so `"key"` followed by a colon and
+// a quote can only be a real key with a string value; arrays and nulls under
+// the same keys (logprobs' "content", say) are skipped.
+func (m *StreamMeter) keepStrings(data []byte) {
+	for _, key := range textKeys {
+		rest := data
+		for {
+			i := bytes.Index(rest, key)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(key):]
+			v := bytes.TrimLeft(rest, " \t\r\n")
+			if len(v) == 0 || v[0] != ':' {
+				continue
+			}
+			v = bytes.TrimLeft(v[1:], " \t\r\n")
+			if len(v) == 0 || v[0] != '"' {
+				continue
+			}
+			end := stringEnd(v)
+			if end < 0 {
+				break
+			}
+			m.keep(unquote(v[:end+1]))
+			rest = v[end+1:]
+		}
+	}
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// starting at s[0], or -1.
+func stringEnd(s []byte) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+// unquote decodes a JSON string literal; escapes are rare in generated text,
+// so the plain case costs one copy.
+func unquote(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1])
+	}
+	var s string
+	if err := json.Unmarshal(q, &s); err != nil {
+		return string(q[1 : len(q)-1]) // keep the raw text: it still bounds the count
+	}
+	return s
 }
 
 func (m *StreamMeter) keep(s string) {

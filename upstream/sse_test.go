@@ -1,0 +1,83 @@
+package upstream_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+func TestStreamMeterKeepsGeneratedText(t *testing.T) {
+	tests := []struct {
+		desc, chunk, want string
+	}{
+		{"chat delta", `{"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`, "Hello"},
+		{"escapes", `{"choices":[{"delta":{"content":"say \"hi\"\n\u00e9\\"}}]}`, "say \"hi\"\né\\"},
+		{"space after colon", `{"choices": [{"delta": {"content" : "spaced"}}]}`, "spaced"},
+		{"logprobs content array is not text", `{"choices":[{"delta":{"content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.1}]}}]}`, "a"},
+		{"null content", `{"choices":[{"delta":{"content":null,"refusal":"no"}}]}`, "no"},
+		{"key text inside a value is not a key", `{"choices":[{"delta":{"content":"x \"content\": \"y\""}}]}`, `x "content": "y"`},
+		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"q\":1}"}}]}}]}`, `{"q":1}get`},
+		{"legacy completion", `{"object":"text_completion","choices":[{"text":" world","index":0}]}`, " world"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			m := upstream.NewStreamMeter(1 << 10)
+			if _, err := m.Observe([]byte(tc.chunk)); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Text(); got != tc.want {
+				t.Fatalf("Text() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStreamMeterUsage(t *testing.T) {
+	stream := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{}}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":3}}}\n\n" +
+		"data: [DONE]\n\n"
+	m := upstream.NewStreamMeter(1 << 10)
+	r := upstream.NewEventReader(strings.NewReader(stream))
+	var usageOnly []bool
+	for {
+		_, data, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := m.Observe(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		usageOnly = append(usageOnly, u)
+	}
+	u, ok := m.Usage()
+	if !ok || u.InputTokens != 5 || u.OutputTokens != 2 || u.CachedInputTokens != 3 {
+		t.Fatalf("usage = %+v %v: cumulative usage must be counted once, the last report winning", u, ok)
+	}
+	if want := []bool{false, false, true, false}; len(usageOnly) != 4 || usageOnly[1] || !usageOnly[2] {
+		t.Fatalf("usage-only flags = %v, want %v", usageOnly, want)
+	}
+	if !m.Done() {
+		t.Fatal("[DONE] not seen")
+	}
+}
+
+func TestEventReaderTruncated(t *testing.T) {
+	r := upstream.NewEventReader(strings.NewReader("data: {\"a\":1}\n\ndata: {\"b\""))
+	if _, data, err := r.Next(); err != nil || string(data) != `{"a":1}` {
+		t.Fatalf("first event: %q %v", data, err)
+	}
+	raw, data, err := r.Next()
+	if err != io.ErrUnexpectedEOF || string(data) != `{"b"` || string(raw) != `data: {"b"` {
+		t.Fatalf("cut event: raw %q data %q err %v", raw, data, err)
+	}
+	if _, _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the cut: %v", err)
+	}
+}

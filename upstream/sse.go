@@ -69,7 +69,7 @@ func (e *EventReader) Next() (raw, data []byte, err error) {
 				return nil, nil, err
 			}
 			if len(trimmed) > 0 {
-				hasData = e.field(trimmed, hasData)
+				e.field(trimmed, hasData)
 			}
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF

@@ -68,7 +68,6 @@ type refusal struct {
 	body       apiError
 	retryAfter time.Duration // zero: no Retry-After
 	noRetry    bool          // x-should-retry: false
-	limits     []budget.Limit
 	result     *budget.Result
 }
 

@@ -1,0 +1,91 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const cfgYAML = `
+store:
+  snapshot_path: ${SNAP}
+upstreams: [{name: sim, base_url: "${UP}", models: [m]}]
+models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
+orgs: [{id: o, teams: [{id: t, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1", period: month}],
+        keys: [{id: k, hash: "${HASH}"}]}]}]
+`
+
+// A gateway that shuts down writes its state; the next one starts from it.
+func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
+	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
+
+	a := serve(t, cfg, func(url string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer tg-k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
+	spent, _ := a.Store().Spent(bucket, period)
+	if spent == 0 {
+		t.Fatal("nothing was spent")
+	}
+	b := serve(t, cfg, func(string) {})
+	if again, pending := b.Store().Spent(bucket, period); again != spent || pending != 0 {
+		t.Fatalf("after restart spent %d pending %d, want %d and 0", again, pending, spent)
+	}
+}
+
+// serve runs an app until use returns, then shuts it down.
+func serve(t *testing.T, cfg *config.Config, use func(url string)) *app.App {
+	t.Helper()
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	use("http://" + ln.Addr().String())
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	return a
+}

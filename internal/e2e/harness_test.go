@@ -119,9 +119,18 @@ func (h *harness) client(opts ...option.RequestOption) openai.Client {
 	}, opts...)...)
 }
 
-// spent returns the team's settled and pending spend this month.
+// spent returns the team's settled and pending spend this month, once
+// settlements in flight have landed: a client has its answer before the
+// gateway settles, so a test that reads spend right after a response must
+// wait for them (up to 5 s).
 func (h *harness) spent(bucket string) (spent, pending int64) {
-	return h.app.Store().Spent(bucket, budget.PeriodID(budget.Month, time.Now(), nil))
+	period := budget.PeriodID(budget.Month, time.Now(), nil)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if spent, pending = h.app.Store().Spent(bucket, period); pending == 0 {
+			break
+		}
+	}
+	return spent, pending
 }
 
 // reportedCost is what the simulated upstream reported for test-model,

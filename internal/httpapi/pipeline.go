@@ -219,6 +219,7 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
+		w.Flush() // the client has its answer before the settlement runs
 		if u, ok := upstream.UsageFromJSON(body); ok {
 			return u
 		}

@@ -105,7 +105,9 @@ func TestDemoCurl(t *testing.T) {
 		Choices []struct {
 			Message struct{ Content string } `json:"message"`
 		} `json:"choices"`
-		Usage struct{ PromptTokens int64 `json:"prompt_tokens"` } `json:"usage"`
+		Usage struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		} `json:"usage"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil || resp.Model != "gpt-4o" || len(resp.Choices) == 0 || resp.Usage.PromptTokens == 0 {
 		t.Fatalf("curl got %s (%v)", out, err)

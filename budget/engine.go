@@ -48,6 +48,9 @@ func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Res
 		if _, dup := seen[l.Bucket]; dup {
 			return nil, Result{Decider: -1}, fmt.Errorf("budget: bucket %q listed twice", l.Bucket)
 		}
+		if l.Partition != limits[0].Partition {
+			return nil, Result{Decider: -1}, fmt.Errorf("budget: limits span partitions %q and %q", limits[0].Partition, l.Partition)
+		}
 		seen[l.Bucket] = struct{}{}
 		amount := est.Of(l.Unit)
 		if l.Kind == Concurrency {
@@ -55,7 +58,11 @@ func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Res
 		}
 		debits[i] = Debit{Limit: l, Amount: amount}
 	}
-	r := &Reservation{ID: rand.Text(), Debits: debits, Lease: e.lease}
+	id := rand.Text()
+	if len(limits) > 0 && limits[0].Partition != "" {
+		id = limits[0].Partition + "/" + id
+	}
+	r := &Reservation{ID: id, Debits: debits, Lease: e.lease}
 	res, err := e.store.Reserve(ctx, r)
 	if err != nil {
 		if isRefusal(err) && res.Decider >= 0 && res.Decider < len(limits) {

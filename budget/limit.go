@@ -3,6 +3,7 @@ package budget
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -108,6 +109,11 @@ type Limit struct {
 	// Bucket identifies the counter in the store. Two limits with the same
 	// Bucket share state; it must be unique per (scope, id, limit name).
 	Bucket string
+	// Partition groups the buckets one request may touch together: the
+	// org. A store may keep each partition's state apart (the Redis store
+	// puts it in one cluster slot); every limit of one reservation must
+	// share it.
+	Partition string
 	// Name is the policy name shown to clients (RateLimit-Policy) and in
 	// refusals, e.g. "team-usd-month".
 	Name  string
@@ -142,6 +148,9 @@ func (l *Limit) Capacity() int64 {
 func (l *Limit) Validate() error {
 	if l.Bucket == "" {
 		return errors.New("budget: limit without bucket")
+	}
+	if strings.ContainsAny(l.Partition, "/{}") {
+		return fmt.Errorf("budget: limit %s: partition %q contains / { or }", l.Bucket, l.Partition)
 	}
 	if l.Amount < 0 {
 		return fmt.Errorf("budget: limit %s: negative amount %d", l.Bucket, l.Amount)

@@ -52,24 +52,45 @@ type Status struct {
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// rateCost is how many microseconds of a Rate bucket n units take:
-// ceil(n * window / amount).
-func rateCost(l *Limit, n int64) (int64, error) {
+// RateCost is how many microseconds of a Rate bucket n units take:
+// ceil(n * window / amount). A bucket's tolerance is RateCost(Capacity()).
+func RateCost(l *Limit, n int64) (int64, error) {
 	return mulDivCeil(n, l.Window.Microseconds(), l.Amount)
 }
 
-// check decides one debit against the state without changing it.
-func check(st State, d *Debit, now time.Time) (ok bool, s Status, retry time.Duration, err error) {
+// Counters are one bucket's state as read before a reservation: a Rate
+// bucket's theoretical arrival time (unix µs), a Ceiling period's spent and
+// pending, a Concurrency bucket's requests in flight.
+type Counters struct {
+	TAT, Spent, Pending, InFlight int64
+}
+
+func read(st State, d *Debit) Counters {
+	l := &d.Limit
+	switch l.Kind {
+	case Rate:
+		return Counters{TAT: st.RateTAT(l.Bucket)}
+	case Ceiling:
+		spent, pending := st.CeilingUse(l.Bucket, d.Period)
+		return Counters{Spent: spent, Pending: pending}
+	case Concurrency:
+		return Counters{InFlight: st.InFlight(l.Bucket)}
+	}
+	return Counters{}
+}
+
+// decide judges one debit against the counters its bucket had before.
+func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.Duration, err error) {
 	l := &d.Limit
 	switch l.Kind {
 	case Rate:
 		nowUs := micros(now)
-		tat := max(st.RateTAT(l.Bucket), nowUs)
-		cost, err := rateCost(l, d.Amount)
+		tat := max(c.TAT, nowUs)
+		cost, err := RateCost(l, d.Amount)
 		if err != nil {
 			return false, s, 0, err
 		}
-		tol, err := rateCost(l, l.Capacity())
+		tol, err := RateCost(l, l.Capacity())
 		if err != nil {
 			return false, s, 0, err
 		}
@@ -82,15 +103,14 @@ func check(st State, d *Debit, now time.Time) (ok bool, s Status, retry time.Dur
 		}
 		return true, rateStatus(l, newTAT, nowUs, tol), 0, nil
 	case Ceiling:
-		spent, pending := st.CeilingUse(l.Bucket, d.Period)
-		used := spent + pending
+		used := c.Spent + c.Pending
 		reset := PeriodEnd(l.Period, now, l.Location).Sub(now)
 		if d.Amount > l.Amount-used {
 			return false, Status{Remaining: max(0, l.Amount-used), ResetAfter: reset}, reset, ErrExhausted
 		}
 		return true, Status{Remaining: l.Amount - used - d.Amount, ResetAfter: reset}, 0, nil
 	case Concurrency:
-		n := st.InFlight(l.Bucket)
+		n := c.InFlight
 		if n+d.Amount > l.Amount {
 			return false, Status{Remaining: max(0, l.Amount-n)}, time.Second, ErrConcurrency
 		}
@@ -109,20 +129,26 @@ func rateStatus(l *Limit, tat, now, tol int64) Status {
 	return Status{Remaining: min(rem, l.Capacity()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
 }
 
-// Apply checks every debit and, only if all fit, applies all of them: all or
-// nothing. It fills in each Ceiling debit's Period from now. The returned
-// error is nil when allowed, one of the refusal sentinels when refused, or an
-// unexpected error (nothing is applied then either).
-func Apply(st State, debits []Debit, now time.Time) (Result, error) {
+// SetPeriods fixes each Ceiling debit's period from now.
+func SetPeriods(debits []Debit, now time.Time) {
+	for i := range debits {
+		if d := &debits[i]; d.Limit.Kind == Ceiling {
+			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
+		}
+	}
+}
+
+// Evaluate decides a whole reservation from the counters its buckets had
+// before it: allowed only if every debit fits. It changes nothing; a store
+// applies the debits when Result.Allowed. The error is nil when allowed, one
+// of the refusal sentinels when refused, or an unexpected error.
+func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error) {
 	res := Result{Allowed: true, Decider: -1, Status: make([]Status, len(debits))}
 	var refusal error
 	tightest := 2.0
 	for i := range debits {
 		d := &debits[i]
-		if d.Limit.Kind == Ceiling {
-			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
-		}
-		ok, s, retry, err := check(st, d, now)
+		ok, s, retry, err := decide(d, counters[i], now)
 		res.Status[i] = s
 		switch {
 		case ok:
@@ -146,6 +172,21 @@ func Apply(st State, debits []Debit, now time.Time) (Result, error) {
 	if !res.Allowed {
 		return res, refusal
 	}
+	return res, nil
+}
+
+// Apply checks every debit and, only if all fit, applies all of them: all or
+// nothing. It fills in each Ceiling debit's Period from now.
+func Apply(st State, debits []Debit, now time.Time) (Result, error) {
+	SetPeriods(debits, now)
+	counters := make([]Counters, len(debits))
+	for i := range debits {
+		counters[i] = read(st, &debits[i])
+	}
+	res, err := Evaluate(debits, counters, now)
+	if err != nil || !res.Allowed {
+		return res, err
+	}
 	for i := range debits {
 		take(st, &debits[i], now)
 	}
@@ -168,7 +209,7 @@ func take(st State, d *Debit, now time.Time) {
 	l := &d.Limit
 	switch l.Kind {
 	case Rate:
-		cost, _ := rateCost(l, d.Amount) // checked in check
+		cost, _ := RateCost(l, d.Amount) // checked in check
 		st.SetRateTAT(l.Bucket, max(st.RateTAT(l.Bucket), micros(now))+cost)
 	case Ceiling:
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
@@ -192,11 +233,11 @@ func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error
 		a := actual.Of(l.Unit)
 		switch l.Kind {
 		case Rate:
-			reserved, err := rateCost(l, d.Amount)
+			reserved, err := RateCost(l, d.Amount)
 			if err != nil {
 				return err
 			}
-			used, err := rateCost(l, a)
+			used, err := RateCost(l, a)
 			if err != nil {
 				return err
 			}
@@ -216,11 +257,9 @@ func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error
 func Peek(st State, limits []Limit, now time.Time) []Status {
 	out := make([]Status, len(limits))
 	for i := range limits {
-		d := Debit{Limit: limits[i]}
-		if d.Limit.Kind == Ceiling {
-			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
-		}
-		_, out[i], _, _ = check(st, &d, now)
+		d := []Debit{{Limit: limits[i]}}
+		SetPeriods(d, now)
+		_, out[i], _, _ = decide(&d[0], read(st, &d[0]), now)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -33,9 +34,19 @@ type Store interface {
 
 // Reservation is an open claim on budgets: the upper bound of one request.
 type Reservation struct {
+	// ID is unique; it begins with "<partition>/" when the limits have a
+	// partition, so a store can find the reservation's partition from its id.
 	ID     string
 	Debits []Debit
 	Lease  time.Duration
+}
+
+// PartitionOf returns the partition an id was made in ("" for none).
+func PartitionOf(id string) string {
+	if i := strings.IndexByte(id, '/'); i >= 0 {
+		return id[:i]
+	}
+	return ""
 }
 
 // Outcome says how a reservation was resolved.

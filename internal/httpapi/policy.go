@@ -149,13 +149,15 @@ func compileLimits(ls []config.Limit, scope budget.Scope, path string, loc *time
 }
 
 func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Location) budget.Limit {
+	org, _, _ := strings.Cut(path, "/")
 	b := budget.Limit{
-		Bucket: scope.String() + ":" + path + ":" + l.Name,
-		Name:   l.Name,
-		Scope:  scope,
-		Amount: l.Amount.Value,
-		Burst:  l.Burst.Value,
-		Window: l.Window,
+		Bucket:    scope.String() + ":" + path + ":" + l.Name,
+		Partition: org,
+		Name:      l.Name,
+		Scope:     scope,
+		Amount:    l.Amount.Value,
+		Burst:     l.Burst.Value,
+		Window:    l.Window,
 	}
 	switch l.Kind {
 	case "rate":

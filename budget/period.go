@@ -29,3 +29,13 @@ func locOrUTC(loc *time.Location) *time.Location {
 	}
 	return loc
 }
+
+// PeriodStart returns the first instant of the period containing t.
+func PeriodStart(p Period, t time.Time, loc *time.Location) time.Time {
+	t = t.In(locOrUTC(loc))
+	y, m, d := t.Date()
+	if p == Day {
+		return time.Date(y, m, d, 0, 0, 0, 0, t.Location())
+	}
+	return time.Date(y, m, 1, 0, 0, 0, 0, t.Location())
+}

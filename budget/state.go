@@ -255,11 +255,26 @@ func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error
 
 // Peek reports each limit's status without changing anything.
 func Peek(st State, limits []Limit, now time.Time) []Status {
-	out := make([]Status, len(limits))
+	debits := make([]Debit, len(limits))
+	counters := make([]Counters, len(limits))
 	for i := range limits {
-		d := []Debit{{Limit: limits[i]}}
-		SetPeriods(d, now)
-		_, out[i], _, _ = decide(&d[0], read(st, &d[0]), now)
+		debits[i] = Debit{Limit: limits[i]}
+	}
+	SetPeriods(debits, now)
+	for i := range debits {
+		counters[i] = read(st, &debits[i])
+	}
+	return StatusOf(debits, counters, now)
+}
+
+// StatusOf reports what is left in each debit's bucket, given its counters,
+// as if nothing were taken.
+func StatusOf(debits []Debit, counters []Counters, now time.Time) []Status {
+	out := make([]Status, len(debits))
+	for i := range debits {
+		d := debits[i]
+		d.Amount = 0
+		_, out[i], _, _ = decide(&d, counters[i], now)
 	}
 	return out
 }

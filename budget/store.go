@@ -60,6 +60,9 @@ const (
 	// Expired: its lease ran out and the sweeper charged the reserved
 	// amounts; nothing changed.
 	Expired
+	// Spooled: the store could not be reached; the settlement is kept
+	// durably and will be applied, once, when it can.
+	Spooled
 )
 
 func (o Outcome) String() string {
@@ -70,6 +73,8 @@ func (o Outcome) String() string {
 		return "already_settled"
 	case Expired:
 		return "expired"
+	case Spooled:
+		return "spooled"
 	}
 	return "unknown"
 }

@@ -1,0 +1,449 @@
+// Package redisstore is the budget.Store that many gateway instances share:
+// state in Redis (a single node, Sentinel or Cluster through go-redis
+// UniversalClient), changed only by Lua scripts embedded beside this file,
+// each one atomic call that validates its arguments before its first write
+// and takes the time from Redis TIME, so every instance shares one clock.
+//
+// Every key of one partition (org) carries the hash tag of that partition,
+// "tg:{<org>}:…", so one script touches one cluster slot. Settlements that
+// cannot reach Redis are spooled (see spool.go) and replayed when it answers.
+//
+// The budget core never imports this package; it imports the core.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+var (
+	//go:embed reserve.lua
+	reserveLua string
+	//go:embed settle.lua
+	settleLua string
+	//go:embed extend.lua
+	extendLua string
+	//go:embed expired.lua
+	expiredLua string
+	//go:embed peek.lua
+	peekLua string
+
+	reserveScript = redis.NewScript(reserveLua)
+	settleScript  = redis.NewScript(settleLua)
+	extendScript  = redis.NewScript(extendLua)
+	expiredScript = redis.NewScript(expiredLua)
+	peekScript    = redis.NewScript(peekLua)
+)
+
+// scripter is what the store needs of a Redis client: go-redis's
+// UniversalClient (single node, Sentinel, Cluster) satisfies it.
+type scripter interface {
+	redis.Scripter
+}
+
+// Options configure a Store. Zero values mean the documented defaults.
+type Options struct {
+	// Prefix starts every key (default "tg").
+	Prefix string
+	// Timeout bounds one reservation call (default 100 ms): past it the
+	// store is unavailable and the gateway fails closed.
+	Timeout time.Duration
+	// SettleTimeout bounds one settlement call before it is spooled
+	// (default 1 s).
+	SettleTimeout time.Duration
+	// TombstoneTTL is how long a resolved id is remembered (default 24 h).
+	TombstoneTTL time.Duration
+	// Partitions the sweeper looks at besides those this process has seen
+	// (the configured orgs).
+	Partitions []string
+	// Now pins the clock for tests; nil means Redis TIME.
+	Now func() time.Time
+	// Spool keeps settlements Redis could not take; nil means none (a
+	// failed settlement is then returned as an error).
+	Spool *Spool
+}
+
+// Store is the Redis-backed budget.Store. It is safe for concurrent use.
+type Store struct {
+	rdb  scripter
+	opts Options
+
+	mu         sync.Mutex
+	open       map[string][]budget.Debit // reservations made here and not yet settled
+	partitions map[string]struct{}
+}
+
+var _ budget.Store = (*Store)(nil)
+
+// New returns a store on rdb.
+func New(rdb redis.Scripter, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "tg"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 100 * time.Millisecond
+	}
+	if opts.SettleTimeout <= 0 {
+		opts.SettleTimeout = time.Second
+	}
+	if opts.TombstoneTTL <= 0 {
+		opts.TombstoneTTL = 24 * time.Hour
+	}
+	s := &Store{rdb: rdb, opts: opts, open: map[string][]budget.Debit{}, partitions: map[string]struct{}{}}
+	for _, p := range opts.Partitions {
+		s.partitions[p] = struct{}{}
+	}
+	return s
+}
+
+// tag is the hash-tagged key prefix of a partition. Partitions are config
+// ids without braces (budget.Limit.Validate refuses them); the empty
+// partition gets "_".
+func (s *Store) tag(partition string) string {
+	if partition == "" {
+		partition = "_"
+	}
+	return s.opts.Prefix + ":{" + partition + "}:"
+}
+
+func (s *Store) bucketKey(tag string, d *budget.Debit) string {
+	switch d.Limit.Kind {
+	case budget.Rate:
+		return tag + "r:" + d.Limit.Bucket
+	case budget.Ceiling:
+		return tag + "c:" + d.Limit.Bucket + ":" + d.Period
+	}
+	return tag + "n:" + d.Limit.Bucket
+}
+
+func (s *Store) nowArg() string {
+	if s.opts.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.opts.Now().UnixMicro(), 10)
+}
+
+// unavailable wraps every failure to talk to Redis as budget.ErrStoreUnavailable.
+func unavailable(op string, err error) error {
+	return fmt.Errorf("redisstore: %s: %w: %w", op, budget.ErrStoreUnavailable, err)
+}
+
+// isScriptError tells a script's own error reply (a bug or a bad argument)
+// from a failure to reach Redis.
+func isScriptError(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) {
+		var ne net.Error
+		return !errors.As(err, &ne) && strings.Contains(err.Error(), "tollgate:")
+	}
+	return false
+}
+
+// ceilingRetention keeps a finished period's counters readable for reports.
+func ceilingRetention(p budget.Period) time.Duration {
+	if p == budget.Day {
+		return 8 * 24 * time.Hour
+	}
+	return 40 * 24 * time.Hour
+}
+
+// Reserve implements budget.Store: one script call in the common case; a
+// second only when a ceiling's period boundary falls between this host's
+// clock and Redis's.
+func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Result, error) {
+	for _, d := range r.Debits {
+		if strings.ContainsAny(d.Limit.Bucket, "\t\n") {
+			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: bucket %q contains a tab or newline", d.Limit.Bucket)
+		}
+	}
+	partition := budget.PartitionOf(r.ID)
+	tag := s.tag(partition)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	for attempt := 0; ; attempt++ {
+		budget.SetPeriods(r.Debits, now)
+		keys, args, err := s.reserveArgs(tag, r, now)
+		if err != nil {
+			return budget.Result{Decider: -1}, err
+		}
+		raw, err := reserveScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		if err != nil {
+			if isScriptError(err) {
+				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: %w", err)
+			}
+			return budget.Result{Decider: -1}, unavailable("reserve", err)
+		}
+		if len(raw) < 2 {
+			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: short reply %v", raw)
+		}
+		redisNow := time.UnixMicro(raw[1])
+		switch raw[0] {
+		case -1:
+			return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
+		case -2:
+			if attempt > 0 {
+				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: no period contains Redis time %v", redisNow)
+			}
+			now = redisNow // this host's clock is across a period boundary from Redis's
+			continue
+		}
+		if len(raw) != 2+4*len(r.Debits) {
+			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: reply of %d values for %d debits", len(raw), len(r.Debits))
+		}
+		counters := make([]budget.Counters, len(r.Debits))
+		for i := range counters {
+			c := raw[2+4*i:]
+			counters[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3]}
+		}
+		res, err := budget.Evaluate(r.Debits, counters, redisNow)
+		if allowed := raw[0] == 1; allowed != res.Allowed {
+			// The script and the Go algorithm disagree: a bug. Refuse.
+			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: script allowed=%v, algorithm allowed=%v (%v)", allowed, res.Allowed, err)
+		}
+		if res.Allowed {
+			s.mu.Lock()
+			s.open[r.ID] = r.Debits
+			s.partitions[partition] = struct{}{}
+			s.mu.Unlock()
+		}
+		return res, err
+	}
+}
+
+func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([]string, []any, error) {
+	keys := make([]string, 0, 3+len(r.Debits))
+	keys = append(keys, tag+"res:"+r.ID, tag+"leases", tag+"done:"+r.ID)
+	args := make([]any, 0, 4+6*len(r.Debits))
+	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits))
+	for i := range r.Debits {
+		d := &r.Debits[i]
+		l := &d.Limit
+		keys = append(keys, s.bucketKey(tag, d))
+		switch l.Kind {
+		case budget.Rate:
+			cost, err := budget.RateCost(l, d.Amount)
+			if err != nil {
+				return nil, nil, err
+			}
+			tol, err := budget.RateCost(l, l.Capacity())
+			if err != nil {
+				return nil, nil, err
+			}
+			args = append(args, "r", cost, tol, 0, 0, 0)
+		case budget.Ceiling:
+			end := budget.PeriodEnd(l.Period, now, l.Location)
+			start := budget.PeriodStart(l.Period, now, l.Location)
+			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), ceilingRetention(l.Period).Milliseconds())
+		case budget.Concurrency:
+			args = append(args, "n", d.Amount, l.Amount, 0, 0, (2*r.Lease + 24*time.Hour).Milliseconds())
+		default:
+			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
+		}
+	}
+	return keys, args, nil
+}
+
+// Settle implements budget.Store. A settlement Redis cannot take is spooled
+// (when the store has a spool) and reported as budget.Spooled.
+func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (budget.Outcome, error) {
+	if err := actual.Validate(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	debits, mine := s.open[id]
+	s.mu.Unlock()
+	call, err := s.settleCall(id, debits, mine, actual)
+	if err != nil {
+		return 0, err
+	}
+	// A reservation this process did not make (or an id replayed after its
+	// settlement) goes to the script with no actual values: it reports a
+	// tombstone or an unknown id, or charges an open reservation at its
+	// reserved amounts — over, never under.
+	o, err := s.run(ctx, call)
+	if err != nil && errors.Is(err, budget.ErrStoreUnavailable) && s.opts.Spool != nil && len(call.Actual) > 0 {
+		if serr := s.opts.Spool.Add(call); serr != nil {
+			return 0, errors.Join(err, serr)
+		}
+		o, err = budget.Spooled, nil
+	}
+	if err == nil {
+		s.mu.Lock()
+		delete(s.open, id)
+		s.mu.Unlock()
+	}
+	return o, err
+}
+
+// SettleCall is one settlement as the script takes it: what the spool
+// writes down and replays.
+type SettleCall struct {
+	ID     string   `json:"id"`
+	Keys   []string `json:"keys"`
+	Actual []int64  `json:"actual"`
+}
+
+func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual budget.Amounts) (*SettleCall, error) {
+	tag := s.tag(budget.PartitionOf(id))
+	call := &SettleCall{ID: id, Keys: []string{tag + "res:" + id, tag + "leases", tag + "done:" + id}}
+	if !mine {
+		return call, nil
+	}
+	call.Actual = make([]int64, len(debits))
+	for i := range debits {
+		d := &debits[i]
+		a := actual.Of(d.Limit.Unit)
+		switch d.Limit.Kind {
+		case budget.Rate:
+			used, err := budget.RateCost(&d.Limit, a)
+			if err != nil {
+				return nil, err
+			}
+			reserved, err := budget.RateCost(&d.Limit, d.Amount)
+			if err != nil {
+				return nil, err
+			}
+			call.Actual[i] = used - reserved
+		case budget.Ceiling:
+			call.Actual[i] = a
+		}
+	}
+	return call, nil
+}
+
+func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	args := make([]any, 0, 5+len(call.Actual))
+	args = append(args, call.ID, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 1, len(call.Actual))
+	for _, a := range call.Actual {
+		args = append(args, a)
+	}
+	raw, err := settleScript.Run(ctx, s.rdb, call.Keys, args...).Int64Slice()
+	if err != nil {
+		if isScriptError(err) {
+			return 0, fmt.Errorf("redisstore: settle: %w", err)
+		}
+		return 0, unavailable("settle", err)
+	}
+	switch raw[0] {
+	case 1:
+		return budget.Settled, nil
+	case 2:
+		return budget.AlreadySettled, nil
+	case 3:
+		return budget.Expired, nil
+	}
+	return 0, budget.ErrUnknownReservation
+}
+
+// Extend implements budget.Store.
+func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	tag := s.tag(budget.PartitionOf(id))
+	n, err := extendScript.Run(ctx, s.rdb, []string{tag + "res:" + id, tag + "leases"}, id, lease.Microseconds(), s.nowArg()).Int64()
+	if err != nil {
+		return unavailable("extend", err)
+	}
+	if n == 0 {
+		return budget.ErrUnknownReservation
+	}
+	return nil
+}
+
+// sweepBatch bounds one look-up of expired leases.
+const sweepBatch = 100
+
+// Sweep implements budget.Store: every expired lease of every known
+// partition is charged at its reserved amounts. Any instance may sweep; a
+// reservation is resolved once whoever gets there first.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	parts := make([]string, 0, len(s.partitions)+1)
+	for p := range s.partitions {
+		parts = append(parts, p)
+	}
+	s.mu.Unlock()
+	if len(parts) == 0 {
+		parts = append(parts, "")
+	}
+	n := 0
+	for _, p := range parts {
+		tag := s.tag(p)
+		for {
+			ids, err := expiredScript.Run(ctx, s.rdb, []string{tag + "leases"}, s.nowArg(), sweepBatch).StringSlice()
+			if err != nil {
+				return n, unavailable("sweep", err)
+			}
+			for _, id := range ids {
+				keys := []string{tag + "res:" + id, tag + "leases", tag + "done:" + id}
+				raw, err := settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, 0).Int64Slice()
+				if err != nil {
+					return n, unavailable("sweep", err)
+				}
+				if raw[0] == 1 {
+					n++
+				}
+				s.mu.Lock()
+				delete(s.open, id)
+				s.mu.Unlock()
+			}
+			if len(ids) < sweepBatch {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// Peek implements budget.Store.
+func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Status, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	debits := make([]budget.Debit, len(limits))
+	for i := range limits {
+		debits[i] = budget.Debit{Limit: limits[i]}
+	}
+	budget.SetPeriods(debits, now)
+	tag := s.tag(limits[0].Partition)
+	keys := make([]string, len(debits))
+	args := []any{s.nowArg()}
+	for i := range debits {
+		keys[i] = s.bucketKey(tag, &debits[i])
+		args = append(args, map[budget.Kind]string{budget.Rate: "r", budget.Ceiling: "c", budget.Concurrency: "n"}[debits[i].Limit.Kind])
+	}
+	raw, err := peekScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, unavailable("peek", err)
+	}
+	counters := make([]budget.Counters, len(debits))
+	for i := range counters {
+		c := raw[1+4*i:]
+		counters[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3]}
+	}
+	return budget.StatusOf(debits, counters, time.UnixMicro(raw[0])), nil
+}

@@ -1,0 +1,104 @@
+-- Reserve: check every debit of one reservation and, only if all fit, apply
+-- them all and record the reservation as a lease. All keys share one hash
+-- tag (the partition), so the script runs on one node of a cluster.
+--
+-- KEYS[1]  reservation hash       KEYS[2]  lease zset (score: expiry µs)
+-- KEYS[3]  tombstone of the id    KEYS[3+i] the bucket of debit i
+-- ARGV[1]  reservation id         ARGV[2]  lease µs
+-- ARGV[3]  now µs, or "" for Redis TIME (tests pin the clock)
+-- ARGV[4]  number of debits n
+-- then 6 values per debit:
+--   kind ("r" rate, "c" ceiling, "n" concurrency),
+--   amount (rate: cost in µs of the bucket; ceiling: units; concurrency: 1),
+--   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
+--   period start µs and end µs (ceiling; 0 0 otherwise),
+--   keep ms: how long the bucket key outlives now (ceiling: after its
+--   period ends; concurrency: from now). Relative, so a test's pinned clock
+--   and Redis's own agree on it.
+--
+-- Returns {status, now, then 4 counters per debit as read before any write:
+-- tat, spent, pending, in-flight}. status: 1 allowed, 0 refused,
+-- -1 duplicate id, -2 a ceiling's period does not contain now (the caller
+-- recomputes periods from the returned now and calls again).
+
+local n = tonumber(ARGV[4])
+if not n or n < 0 or #KEYS ~= 3 + n or #ARGV ~= 4 + 6 * n then
+  return redis.error_reply("tollgate: reserve: bad argument count")
+end
+local lease = tonumber(ARGV[2])
+if not lease or lease <= 0 then
+  return redis.error_reply("tollgate: reserve: bad lease")
+end
+local now = tonumber(ARGV[3])
+if not now then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Validate every argument before the first write.
+local kinds, amounts, caps, starts, ends, expires = {}, {}, {}, {}, {}, {}
+for i = 1, n do
+  local b = 4 + 6 * (i - 1)
+  kinds[i] = ARGV[b + 1]
+  amounts[i], caps[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  starts[i], ends[i], expires[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+  local k = kinds[i]
+  if (k ~= "r" and k ~= "c" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
+      or not starts[i] or not ends[i] or not expires[i] then
+    return redis.error_reply("tollgate: reserve: bad debit " .. i)
+  end
+  if k == "c" and (now < starts[i] or now >= ends[i]) then
+    return {-2, now}
+  end
+end
+if redis.call("EXISTS", KEYS[1]) == 1 or redis.call("EXISTS", KEYS[3]) == 1 then
+  return {-1, now}
+end
+
+local out = {1, now}
+local allowed = true
+local tats, spents, pendings, flights = {}, {}, {}, {}
+for i = 1, n do
+  local key, k = KEYS[3 + i], kinds[i]
+  local tat, spent, pending, flight = 0, 0, 0, 0
+  if k == "r" then
+    tat = tonumber(redis.call("GET", key) or "0")
+    local from = math.max(tat, now)
+    if amounts[i] > caps[i] or from + amounts[i] - now > caps[i] then allowed = false end
+  elseif k == "c" then
+    local v = redis.call("HMGET", key, "spent", "pending")
+    spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
+    if amounts[i] > caps[i] - spent - pending then allowed = false end
+  else
+    flight = tonumber(redis.call("GET", key) or "0")
+    if flight + amounts[i] > caps[i] then allowed = false end
+  end
+  tats[i], spents[i], pendings[i], flights[i] = tat, spent, pending, flight
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = tat, spent, pending, flight
+end
+if not allowed then
+  out[1] = 0
+  return out
+end
+
+local record = {}
+for i = 1, n do
+  local key, k = KEYS[3 + i], kinds[i]
+  if k == "r" then
+    local tat = math.max(tats[i], now) + amounts[i]
+    -- The key lives until the bucket is full again, then reads as missing.
+    redis.call("SET", key, string.format("%.0f", tat), "PX", math.floor((tat - now) / 1000) + 1000)
+  elseif k == "c" then
+    redis.call("HINCRBY", key, "pending", string.format("%.0f", amounts[i]))
+    redis.call("PEXPIRE", key, string.format("%.0f", math.floor((ends[i] - now) / 1000) + expires[i]))
+  else
+    redis.call("INCRBY", key, string.format("%.0f", amounts[i]))
+    redis.call("PEXPIRE", key, string.format("%.0f", expires[i]))
+  end
+  record[#record + 1] = k .. "\t" .. key .. "\t" .. string.format("%.0f", amounts[i])
+end
+local expiry = now + lease
+redis.call("HSET", KEYS[1], "d", table.concat(record, "\n"), "exp", string.format("%.0f", expiry))
+redis.call("PEXPIRE", KEYS[1], string.format("%.0f", math.floor(lease / 1000) + 86400000))
+redis.call("ZADD", KEYS[2], string.format("%.0f", expiry), ARGV[1])
+return out

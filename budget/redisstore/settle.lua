@@ -1,0 +1,85 @@
+-- Settle: resolve one reservation, at most once. Moves each ceiling's
+-- reserved amount from pending to the actual spend, shifts each rate bucket
+-- by the difference between actual and reserved cost (a refund, or debt),
+-- frees concurrency slots, and leaves a tombstone so a replay changes nothing.
+--
+-- KEYS[1] reservation hash, KEYS[2] lease zset, KEYS[3] tombstone
+-- ARGV[1] reservation id, ARGV[2] now µs or "" for Redis TIME,
+-- ARGV[3] tombstone TTL ms, ARGV[4] outcome to record (1 settled, 3 expired),
+-- ARGV[5] number of actual values m, then m values in debit order
+-- (ceiling: actual units; rate: actual cost µs minus reserved cost µs;
+-- concurrency: ignored). m = 0 charges the reserved amounts (the sweeper).
+--
+-- Returns {outcome}: 1 settled now, 2 settled before, 3 expired (charged in
+-- full by the sweeper), 0 unknown id.
+
+local m = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[3])
+local outcome = tonumber(ARGV[4])
+if not m or m < 0 or #ARGV ~= 5 + m or not ttl or ttl <= 0 or (outcome ~= 1 and outcome ~= 3) then
+  return redis.error_reply("tollgate: settle: bad arguments")
+end
+local actual = {}
+for i = 1, m do
+  actual[i] = tonumber(ARGV[5 + i])
+  if not actual[i] then return redis.error_reply("tollgate: settle: bad actual " .. i) end
+end
+local done = redis.call("GET", KEYS[3])
+if done then
+  if tonumber(done) == 1 then return {2} end
+  return {tonumber(done)}
+end
+local d = redis.call("HGET", KEYS[1], "d")
+if not d then return {0} end
+local debits = {}
+for line in string.gmatch(d, "[^\n]+") do
+  local k, key, amount = string.match(line, "^(%a)\t(.+)\t(%d+)$")
+  debits[#debits + 1] = {k, key, tonumber(amount)}
+end
+if m ~= 0 and m ~= #debits then
+  return redis.error_reply("tollgate: settle: " .. m .. " actual values for " .. #debits .. " debits")
+end
+for i = 1, m do
+  if debits[i][1] == "c" and actual[i] < 0 then
+    return redis.error_reply("tollgate: settle: negative actual " .. i)
+  end
+end
+local now = tonumber(ARGV[2])
+if not now then
+  local t = redis.call("TIME")
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+for i, debit in ipairs(debits) do
+  local k, key, reserved = debit[1], debit[2], debit[3]
+  if k == "r" then
+    local delta = 0
+    if m > 0 then delta = actual[i] end
+    if delta ~= 0 then
+      local tat = tonumber(redis.call("GET", key) or "0")
+      tat = math.max(math.max(tat, now) + delta, now)
+      if tat > now then
+        redis.call("SET", key, string.format("%.0f", tat), "PX", math.floor((tat - now) / 1000) + 1000)
+      else
+        redis.call("DEL", key)
+      end
+    end
+  elseif k == "c" then
+    local spent = reserved
+    if m > 0 then spent = actual[i] end
+    local pending = tonumber(redis.call("HGET", key, "pending") or "0")
+    redis.call("HSET", key, "pending", string.format("%.0f", math.max(0, pending - reserved)))
+    redis.call("HINCRBY", key, "spent", string.format("%.0f", spent))
+  else
+    local flight = tonumber(redis.call("GET", key) or "0")
+    if flight - reserved > 0 then
+      redis.call("SET", key, string.format("%.0f", flight - reserved), "KEEPTTL")
+    else
+      redis.call("DEL", key)
+    end
+  end
+end
+redis.call("DEL", KEYS[1])
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("SET", KEYS[3], outcome, "PX", ttl)
+return {1}

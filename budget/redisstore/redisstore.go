@@ -16,6 +16,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -72,6 +73,8 @@ type Options struct {
 	// Spool keeps settlements Redis could not take; nil means none (a
 	// failed settlement is then returned as an error).
 	Spool *Spool
+	// Log receives what an operator must know (lost data); nil discards.
+	Log *slog.Logger
 }
 
 // Store is the Redis-backed budget.Store. It is safe for concurrent use.
@@ -86,7 +89,9 @@ type Store struct {
 
 var _ budget.Store = (*Store)(nil)
 
-// New returns a store on rdb.
+// New returns a store on rdb. The client must be built with
+// ContextTimeoutEnabled (go-redis otherwise ignores context deadlines and
+// waits its own ReadTimeout), or the store's timeouts are not kept.
 func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = "tg"
@@ -96,6 +101,9 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	}
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.TombstoneTTL <= 0 {
 		opts.TombstoneTTL = 24 * time.Hour
@@ -297,6 +305,10 @@ type SettleCall struct {
 	ID     string   `json:"id"`
 	Keys   []string `json:"keys"`
 	Actual []int64  `json:"actual"`
+	// Kinds and Buckets describe the debits, so a ceiling is still charged
+	// if Redis lost the reservation record while the call waited.
+	Kinds   []string `json:"kinds,omitempty"`
+	Buckets []string `json:"buckets,omitempty"`
 }
 
 func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual budget.Amounts) (*SettleCall, error) {
@@ -306,8 +318,11 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 		return call, nil
 	}
 	call.Actual = make([]int64, len(debits))
+	call.Kinds = make([]string, len(debits))
+	call.Buckets = make([]string, len(debits))
 	for i := range debits {
 		d := &debits[i]
+		call.Kinds[i], call.Buckets[i] = kindArg(d.Limit.Kind), s.bucketKey(tag, d)
 		a := actual.Of(d.Limit.Unit)
 		switch d.Limit.Kind {
 		case budget.Rate:
@@ -330,10 +345,18 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
-	args := make([]any, 0, 5+len(call.Actual))
+	args := make([]any, 0, 5+3*len(call.Actual))
 	args = append(args, call.ID, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 1, len(call.Actual))
 	for _, a := range call.Actual {
 		args = append(args, a)
+	}
+	if len(call.Kinds) == len(call.Actual) && len(call.Buckets) == len(call.Actual) {
+		for _, k := range call.Kinds {
+			args = append(args, k)
+		}
+		for _, b := range call.Buckets {
+			args = append(args, b)
+		}
 	}
 	raw, err := settleScript.Run(ctx, s.rdb, call.Keys, args...).Int64Slice()
 	if err != nil {
@@ -349,8 +372,23 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 		return budget.AlreadySettled, nil
 	case 3:
 		return budget.Expired, nil
+	case 4:
+		s.opts.Log.Error("settled without its reservation record: Redis lost data; ceilings were charged from the settlement, pending and rate state are gone",
+			"reservation", call.ID)
+		return budget.Settled, nil
 	}
 	return 0, budget.ErrUnknownReservation
+}
+
+// kindArg is a limit kind as the scripts spell it.
+func kindArg(k budget.Kind) string {
+	switch k {
+	case budget.Rate:
+		return "r"
+	case budget.Ceiling:
+		return "c"
+	}
+	return "n"
 }
 
 // Extend implements budget.Store.
@@ -434,7 +472,7 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	args := []any{s.nowArg()}
 	for i := range debits {
 		keys[i] = s.bucketKey(tag, &debits[i])
-		args = append(args, map[budget.Kind]string{budget.Rate: "r", budget.Ceiling: "c", budget.Concurrency: "n"}[debits[i].Limit.Kind])
+		args = append(args, kindArg(debits[i].Limit.Kind))
 	}
 	raw, err := peekScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {

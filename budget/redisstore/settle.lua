@@ -9,14 +9,18 @@
 -- ARGV[5] number of actual values m, then m values in debit order
 -- (ceiling: actual units; rate: actual cost µs minus reserved cost µs;
 -- concurrency: ignored). m = 0 charges the reserved amounts (the sweeper).
+-- Then, optionally, m kinds and m bucket keys: what to charge when the
+-- reservation record is gone but no tombstone says it was resolved (Redis
+-- lost its data while the settlement waited in a spool). Ceilings are then
+-- charged their actual spend; rate and concurrency state went with the data.
 --
 -- Returns {outcome}: 1 settled now, 2 settled before, 3 expired (charged in
--- full by the sweeper), 0 unknown id.
+-- full by the sweeper), 4 settled without its record, 0 unknown id.
 
 local m = tonumber(ARGV[5])
 local ttl = tonumber(ARGV[3])
 local outcome = tonumber(ARGV[4])
-if not m or m < 0 or #ARGV ~= 5 + m or not ttl or ttl <= 0 or (outcome ~= 1 and outcome ~= 3) then
+if not m or m < 0 or (#ARGV ~= 5 + m and #ARGV ~= 5 + 3 * m) or not ttl or ttl <= 0 or (outcome ~= 1 and outcome ~= 3) then
   return redis.error_reply("tollgate: settle: bad arguments")
 end
 local actual = {}
@@ -30,7 +34,19 @@ if done then
   return {tonumber(done)}
 end
 local d = redis.call("HGET", KEYS[1], "d")
-if not d then return {0} end
+if not d then
+  if #ARGV ~= 5 + 3 * m or m == 0 then return {0} end
+  for i = 1, m do
+    local k, key = ARGV[5 + m + i], ARGV[5 + 2 * m + i]
+    if k == "c" then
+      if actual[i] < 0 then return redis.error_reply("tollgate: settle: negative actual " .. i) end
+      redis.call("HINCRBY", key, "spent", string.format("%.0f", actual[i]))
+    end
+  end
+  redis.call("ZREM", KEYS[2], ARGV[1])
+  redis.call("SET", KEYS[3], 1, "PX", ttl)
+  return {4}
+end
 local debits = {}
 for line in string.gmatch(d, "[^\n]+") do
   local k, key, amount = string.match(line, "^(%a)\t(.+)\t(%d+)$")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -82,9 +83,11 @@ func (s *Server) Kill() {
 	}
 }
 
-// Client returns a client of the server, closed when the test ends.
+// Client returns a client of the server, closed when the test ends. Like
+// the gateway's own, it honours context deadlines (go-redis ignores them
+// unless told), so a frozen server cannot hold a call past its timeout.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -134,7 +137,7 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr
 	}
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
@@ -146,4 +149,13 @@ func (c *Cluster) String() string {
 		parts[i] = s.Addr
 	}
 	return fmt.Sprint(parts)
+}
+
+// Signal sends sig to the server: SIGSTOP freezes it (a partition that
+// keeps its data), SIGCONT resumes it.
+func (s *Server) Signal(sig os.Signal) {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatal(err)
+	}
 }

@@ -1,0 +1,327 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+)
+
+var bg = context.Background()
+
+func teamCeiling(p string, ceiling budget.Money) budget.Limit {
+	return budget.Limit{Bucket: "team:" + p + "/t:usd-month", Name: "usd-month", Partition: p, Scope: budget.ScopeTeam,
+		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: int64(ceiling), Period: budget.Month}
+}
+
+func spentOf(t *testing.T, rdb redis.Cmdable, prefix string, l budget.Limit) (spent, pending int64) {
+	t.Helper()
+	key := prefix + ":{" + l.Partition + "}:c:" + l.Bucket + ":" + budget.PeriodID(l.Period, time.Now(), nil)
+	v, err := rdb.HMGet(bg, key, "spent", "pending").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range v {
+		if s, ok := x.(string); ok {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			if i == 0 {
+				spent = n
+			} else {
+				pending = n
+			}
+		}
+	}
+	return spent, pending
+}
+
+// On Redis's own clock: reserve, settle and peek agree.
+func TestRedisTime(t *testing.T) {
+	srv := redistest.Start(t)
+	s := redisstore.New(srv.Client(), redisstore.Options{})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 10*budget.Dollar)
+	r, res, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 3 * budget.Dollar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reset := res.Status[0].ResetAfter; reset <= 0 || reset > 31*24*time.Hour {
+		t.Fatalf("reset after %v", reset)
+	}
+	if _, err := e.Settle(bg, r, budget.Amounts{Cost: 1_234_567}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Peek(bg, []budget.Limit{l})
+	if err != nil || st[0].Remaining != int64(10*budget.Dollar)-1_234_567 {
+		t.Fatalf("peek %+v %v", st, err)
+	}
+}
+
+func TestFailsClosedWhenRedisIsDown(t *testing.T) {
+	srv := redistest.Start(t)
+	s := redisstore.New(srv.Client(), redisstore.Options{Timeout: 100 * time.Millisecond})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 10*budget.Dollar)
+	if _, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for range 3 {
+		start := time.Now()
+		_, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
+		if !errors.Is(err, budget.ErrStoreUnavailable) {
+			t.Fatalf("reserve with Redis down: %v, want ErrStoreUnavailable", err)
+		}
+		// Not a speed check: a refusal must not wait on retries and
+		// reconnects far past the configured timeout.
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("refusing took %v", d)
+		}
+	}
+}
+
+// A frozen Redis (SIGSTOP: a partition, not a crash) makes settlements
+// spool; when it answers again they are replayed, each charged once.
+func TestSpoolReplaysAfterOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	path := filepath.Join(t.TempDir(), "spool.jsonl")
+	sp, err := redisstore.OpenSpool(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Spool: sp, SettleTimeout: 200 * time.Millisecond})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 100*budget.Dollar)
+	var rs []*budget.Reservation
+	for range 20 {
+		r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: budget.Dollar})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	srv.Signal(syscall.SIGSTOP)
+	var want int64
+	for i, r := range rs {
+		cost := budget.Money(100_000 + i)
+		want += int64(cost)
+		o, err := e.Settle(bg, r, budget.Amounts{Cost: cost})
+		if err != nil || o != budget.Spooled {
+			t.Fatalf("settle during the outage: %v %v, want spooled", o, err)
+		}
+	}
+	if sp.Len() != 20 {
+		t.Fatalf("spool holds %d", sp.Len())
+	}
+	// A gateway restarted now would find them in the file.
+	if again, err := redisstore.OpenSpool(path); err != nil || again.Len() != 20 {
+		t.Fatalf("reopened spool: %v, %d entries", err, again.Len())
+	} else {
+		again.Close()
+	}
+	srv.Signal(syscall.SIGCONT)
+	n, err := sp.Replay(bg, s)
+	if err != nil || n != 20 {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	if n, _ := sp.Replay(bg, s); n != 0 {
+		t.Fatalf("second replay applied %d", n)
+	}
+	if spent, pending := spentOf(t, rdb, "tg", l); spent != want || pending != 0 {
+		t.Fatalf("after replay spent %d pending %d, want %d and 0", spent, pending, want)
+	}
+	// Settling again (the gateway retrying) changes nothing.
+	for _, r := range rs[:5] {
+		if o, err := e.Settle(bg, r, budget.Amounts{Cost: budget.Dollar}); err != nil || o != budget.AlreadySettled {
+			t.Fatalf("re-settle: %v %v", o, err)
+		}
+	}
+	if spent, _ := spentOf(t, rdb, "tg", l); spent != want {
+		t.Fatalf("re-settles changed spend to %d", spent)
+	}
+}
+
+// Redis restarted without its data while settlements waited: the ceilings
+// are still charged what was spent (pending and rate state are gone).
+func TestSpoolAfterRedisLostItsData(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	sp, _ := redisstore.OpenSpool("")
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Spool: sp, SettleTimeout: 200 * time.Millisecond})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 100*budget.Dollar)
+	r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: budget.Dollar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if o, err := e.Settle(bg, r, budget.Amounts{Cost: 424_242}); err != nil || o != budget.Spooled {
+		t.Fatalf("settle with Redis down: %v %v", o, err)
+	}
+	srv.Restart() // no persistence: empty
+	if n, err := sp.Replay(bg, s); err != nil || n != 1 {
+		t.Fatalf("replay %d %v", n, err)
+	}
+	if spent, _ := spentOf(t, rdb, "tg", l); spent != 424_242 {
+		t.Fatalf("spent %d after Redis lost its data, want the spooled 424242", spent)
+	}
+	if n, _ := sp.Replay(bg, s); n != 0 {
+		t.Fatal("replayed twice")
+	}
+}
+
+// Scripts flushed from Redis mid-load are reloaded (EVALSHA falls back to
+// EVAL on NOSCRIPT) without errors or double charges.
+func TestScriptFlushUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg"})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 1000*budget.Dollar)
+	stop := make(chan struct{})
+	var flushes atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if rdb.ScriptFlush(bg).Err() == nil {
+					flushes.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	var want atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				cost := budget.Money(1 + w*1000 + i)
+				r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 2 * cost})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := e.Settle(bg, r, budget.Amounts{Cost: cost}); err != nil {
+					t.Error(err)
+					return
+				}
+				want.Add(int64(cost))
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if flushes.Load() < 10 {
+		t.Fatalf("only %d flushes happened during the load", flushes.Load())
+	}
+	if spent, pending := spentOf(t, rdb, "tg", l); spent != want.Load() || pending != 0 {
+		t.Fatalf("spent %d pending %d, want %d", spent, pending, want.Load())
+	}
+}
+
+// A gateway that dies between reserve and settle: another instance's
+// sweeper charges the reservation in full after its lease; the dead one's
+// late settlement (if it ever came) would change nothing.
+func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
+	srv := redistest.Start(t)
+	dead := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg"})
+	alive := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Partitions: []string{"acme"}})
+	l := teamCeiling("acme", 10*budget.Dollar)
+	r, _, err := budget.NewEngine(dead, 300*time.Millisecond).Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 3 * budget.Dollar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := alive.Sweep(bg); err != nil || n != 0 {
+		t.Fatalf("sweep before the lease ends: %d %v", n, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if n, err := alive.Sweep(bg); err != nil || n != 1 {
+		t.Fatalf("sweep after the lease: %d %v", n, err)
+	}
+	if spent, pending := spentOf(t, srv.Client(), "tg", l); spent != int64(3*budget.Dollar) || pending != 0 {
+		t.Fatalf("spent %d pending %d", spent, pending)
+	}
+	if o, err := dead.Settle(bg, r.ID, budget.Amounts{Cost: 1}); err != nil || o != budget.Expired {
+		t.Fatalf("late settle: %v %v", o, err)
+	}
+}
+
+// Four instances, 64 clients each, one $10 ceiling: spend never passes it,
+// not even for a moment, and ends equal to the sum of settlements.
+func TestManyInstancesShareOneCeiling(t *testing.T) {
+	srv := redistest.Start(t)
+	const ceiling = 10 * budget.Dollar
+	l := teamCeiling("acme", ceiling)
+	watch := srv.Client()
+	stop := make(chan struct{})
+	var watchErr atomic.Value
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if spent, pending := spentOf(t, watch, "tg", l); spent > int64(ceiling) || spent+pending > int64(ceiling) {
+				watchErr.Store(errors.New("ceiling passed: spent " + strconv.FormatInt(spent, 10) + " pending " + strconv.FormatInt(pending, 10)))
+			}
+		}
+	}()
+	var settled, admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	for inst := range 4 {
+		e := budget.NewEngine(redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg"}), time.Minute)
+		for c := range 64 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(inst), uint64(c)))
+				for range 40 {
+					est := budget.Money(1_000 + rng.IntN(40_000))
+					r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: est})
+					if errors.Is(err, budget.ErrExhausted) {
+						refused.Add(1)
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					admitted.Add(1)
+					actual := budget.Money(rng.Int64N(int64(est) + 1))
+					if _, err := e.Settle(bg, r, budget.Amounts{Cost: actual}); err != nil {
+						t.Error(err)
+						return
+					}
+					settled.Add(int64(actual))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	if err, _ := watchErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	spent, pending := spentOf(t, watch, "tg", l)
+	if spent != settled.Load() || pending != 0 || spent > int64(ceiling) {
+		t.Fatalf("spent %d pending %d, settled %d, ceiling %d", spent, pending, settled.Load(), ceiling)
+	}
+	if refused.Load() == 0 {
+		t.Fatalf("nothing was refused (%d admitted): the ceiling was never reached", admitted.Load())
+	}
+	t.Logf("admitted %d, refused %d, spent %v of %v", admitted.Load(), refused.Load(), budget.Money(spent), ceiling)
+}

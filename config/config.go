@@ -32,13 +32,51 @@ type Config struct {
 
 // Store selects where budget state lives.
 type Store struct {
-	// Kind is "embedded" (one instance; the default) or "redis".
+	// Kind is "embedded" (one instance; the default) or "redis" (many
+	// instances sharing budgets).
 	Kind string `yaml:"kind"`
+	// Redis configures the redis store.
+	Redis Redis `yaml:"redis"`
 	// SnapshotPath is where the embedded store saves its state; empty
 	// keeps state in memory only (lost on restart).
 	SnapshotPath string `yaml:"snapshot_path"`
 	// SnapshotInterval is how often the embedded store saves.
 	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
+}
+
+// Redis is the shared store of many gateway instances.
+type Redis struct {
+	// Addrs: one address is a single node; several are a Redis Cluster's
+	// seed nodes; with MasterName they are Sentinels.
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	// Password: write it as ${ENV_VAR}.
+	Password string `yaml:"password"`
+	DB       int    `yaml:"db"`
+	// Prefix starts every key (default "tg").
+	Prefix string `yaml:"prefix"`
+	// Timeout bounds a reservation (default 100ms); past it the store
+	// counts as unavailable.
+	Timeout time.Duration `yaml:"timeout"`
+	// SettleTimeout bounds a settlement before it is spooled (default 1s).
+	SettleTimeout time.Duration `yaml:"settle_timeout"`
+	// SpoolPath is the append-only file of settlements waiting for Redis;
+	// empty keeps them in memory only (lost if the process dies too).
+	SpoolPath string `yaml:"spool_path"`
+	// OnUnavailable is what a reservation does when Redis cannot be
+	// reached: "fail_closed" (503, the default), "fail_open" (forward and
+	// settle later), or "local_fallback" (a local bucket per instance with
+	// each limit divided by Instances). OnUnavailableRoutes overrides it
+	// per route ("/v1/embeddings": fail_open).
+	OnUnavailable       string            `yaml:"on_unavailable"`
+	OnUnavailableRoutes map[string]string `yaml:"on_unavailable_routes"`
+	// Instances is how many gateway instances share the limits; a local
+	// fallback bucket gets 1/Instances of each limit.
+	Instances int `yaml:"instances"`
+	// AllowEviction starts even when Redis's maxmemory-policy may evict
+	// budget keys (with a loud warning); by default the gateway refuses.
+	AllowEviction bool `yaml:"allow_eviction"`
 }
 
 // Upstream is one provider endpoint.

@@ -69,6 +69,11 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	}
 	expand("listen", &c.Listen)
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
+	expand("store.redis.password", &c.Store.Redis.Password)
+	expand("store.redis.spool_path", &c.Store.Redis.SpoolPath)
+	for i := range c.Store.Redis.Addrs {
+		expand(fmt.Sprintf("store.redis.addrs.%d", i), &c.Store.Redis.Addrs[i])
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		expand(fmt.Sprintf("upstreams.%d.base_url", i), &u.BaseURL)

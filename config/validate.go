@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/tokenizer"
@@ -44,6 +46,23 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Store.SnapshotInterval == 0 {
 		c.Store.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if r := &c.Store.Redis; c.Store.Kind == "redis" {
+		if r.Prefix == "" {
+			r.Prefix = "tg"
+		}
+		if r.Timeout == 0 {
+			r.Timeout = 100 * time.Millisecond
+		}
+		if r.SettleTimeout == 0 {
+			r.SettleTimeout = time.Second
+		}
+		if r.OnUnavailable == "" {
+			r.OnUnavailable = "fail_closed"
+		}
+		if r.Instances == 0 {
+			r.Instances = 1
+		}
 	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
@@ -90,6 +109,9 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// Routes are the gateway's budgeted routes, as on_unavailable_routes names them.
+var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"}
+
 // ValidID is what org, team, key, limit and upstream ids may look like: they
 // become parts of store keys and metric labels.
 var ValidID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -116,8 +138,41 @@ func (c *Config) validate(v *validator) {
 	}
 	switch c.Store.Kind {
 	case "embedded":
+	case "redis":
+		r := c.Store.Redis
+		if len(r.Addrs) == 0 {
+			v.addf("store.redis.addrs", "lists no address")
+		}
+		for i, a := range r.Addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				v.addf(fmt.Sprintf("store.redis.addrs.%d", i), "want host:port, got %q", a)
+			}
+		}
+		if r.Timeout < time.Millisecond || r.SettleTimeout < time.Millisecond {
+			v.addf("store.redis", "timeouts must be at least 1ms")
+		}
+		if strings.ContainsAny(r.Prefix, "{}") {
+			v.addf("store.redis.prefix", "must not contain { or }")
+		}
+		checkMode := func(p, m string) {
+			switch m {
+			case "fail_closed", "fail_open", "local_fallback":
+			default:
+				v.addf(p, "want fail_closed, fail_open or local_fallback, got %q", m)
+			}
+		}
+		checkMode("store.redis.on_unavailable", r.OnUnavailable)
+		for route, m := range r.OnUnavailableRoutes {
+			if !slices.Contains(Routes, route) {
+				v.addf("store.redis.on_unavailable_routes."+route, "unknown route (want one of %v)", Routes)
+			}
+			checkMode("store.redis.on_unavailable_routes."+route, m)
+		}
+		if r.Instances < 1 {
+			v.addf("store.redis.instances", "must be at least 1")
+		}
 	default:
-		v.addf("store.kind", "unknown store %q (want embedded)", c.Store.Kind)
+		v.addf("store.kind", "unknown store %q (want embedded or redis)", c.Store.Kind)
 	}
 	if c.Store.SnapshotInterval < time.Second {
 		v.addf("store.snapshot_interval", "must be at least 1s")

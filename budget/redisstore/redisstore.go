@@ -195,6 +195,10 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			if isScriptError(err) {
 				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: %w", err)
 			}
+			// The script may have run before the connection failed: the
+			// caller will refuse the request, so give back whatever was
+			// taken, once Redis answers again.
+			s.spoolRelease(r)
 			return budget.Result{Decider: -1}, unavailable("reserve", err)
 		}
 		if len(raw) < 2 {
@@ -297,6 +301,23 @@ func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (b
 		s.mu.Unlock()
 	}
 	return o, err
+}
+
+// spoolRelease queues the release of a reservation whose reserve call
+// failed midway. If the reserve never ran, the release finds no record and
+// does nothing.
+func (s *Store) spoolRelease(r *budget.Reservation) {
+	if s.opts.Spool == nil {
+		return
+	}
+	call, err := s.settleCall(r.ID, r.Debits, true, budget.Amounts{})
+	if err != nil {
+		return
+	}
+	call.Kinds, call.Buckets = nil, nil // nothing to charge if the record is not there
+	if err := s.opts.Spool.Add(call); err != nil {
+		s.opts.Log.Error("spooling the release of an unanswered reservation", "reservation", r.ID, "err", err)
+	}
 }
 
 // SettleCall is one settlement as the script takes it: what the spool

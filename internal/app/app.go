@@ -26,7 +26,9 @@ const sweepInterval = 5 * time.Second
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	store   *memstore.Store
+	store   budget.Store
+	mem     *memstore.Store // the embedded store, or nil
+	shared  *sharedStore    // the Redis store, or nil
 	engine  *budget.Engine
 	gateway *httpapi.Gateway
 }
@@ -36,16 +38,37 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	store, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath})
-	if err != nil {
-		return nil, fmt.Errorf("opening the embedded store: %w", err)
+	a := &App{cfg: cfg, log: log}
+	switch cfg.Store.Kind {
+	case "redis":
+		shared, err := openShared(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		a.shared, a.store = shared, shared.store
+	default:
+		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath})
+		if err != nil {
+			return nil, fmt.Errorf("opening the embedded store: %w", err)
+		}
+		a.mem, a.store = mem, mem
 	}
-	engine := budget.NewEngine(store, cfg.Lease)
-	gw, err := httpapi.New(cfg, httpapi.Options{Engine: engine, Log: log})
+	a.engine = budget.NewEngine(a.store, cfg.Lease)
+	gw, err := httpapi.New(cfg, httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready})
 	if err != nil {
+		a.Close()
 		return nil, fmt.Errorf("building the gateway: %w", err)
 	}
-	return &App{cfg: cfg, log: log, store: store, engine: engine, gateway: gw}, nil
+	a.gateway = gw
+	return a, nil
+}
+
+// ready reports whether the gateway can serve: its store answers.
+func (a *App) ready(ctx context.Context) error {
+	if a.shared != nil {
+		return a.shared.ready(ctx)
+	}
+	return nil
 }
 
 // Handler returns the gateway's HTTP handler.
@@ -54,14 +77,15 @@ func (a *App) Handler() http.Handler { return a.gateway }
 // Engine returns the budget engine.
 func (a *App) Engine() *budget.Engine { return a.engine }
 
-// Store returns the embedded store.
-func (a *App) Store() *memstore.Store { return a.store }
+// Store returns the embedded store, or nil when budgets live in Redis.
+func (a *App) Store() *memstore.Store { return a.mem }
 
 // ShutdownTimeout bounds how long in-flight requests may take to finish.
 const ShutdownTimeout = 30 * time.Second
 
 // Serve serves on ln until ctx is done, then stops accepting, lets in-flight
-// requests finish (up to ShutdownTimeout), sweeps and writes a last snapshot.
+// requests finish (up to ShutdownTimeout), and persists what must survive:
+// the embedded store's snapshot, or the Redis store's spool.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           a.gateway,
@@ -69,10 +93,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { a.engine.RunSweeper(bg, sweepInterval, a.log) })
-	wg.Go(func() { a.store.Run(bg, a.cfg.Store.SnapshotInterval, a.log) })
+	stopBG := a.Background(context.WithoutCancel(ctx))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -89,12 +110,43 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		<-errc
 	}
 	stopBG()
-	wg.Wait()
-	if cerr := a.store.Close(); cerr != nil {
+	if cerr := a.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// Background starts the loops that run beside the server: the lease
+// sweeper, and the embedded store's snapshots or the Redis store's spool
+// replay and restart watch. The returned function stops them and waits.
+func (a *App) Background(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.engine.RunSweeper(ctx, sweepInterval, a.log) })
+	if a.mem != nil {
+		wg.Go(func() { a.mem.Run(ctx, a.cfg.Store.SnapshotInterval, a.log) })
+	}
+	if a.shared != nil {
+		wg.Go(func() { a.shared.run(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// Close persists what must survive — the embedded store's snapshot, or
+// the Redis store's spool — and releases the store. Call it after the last
+// request.
+func (a *App) Close() error {
+	if a.mem != nil {
+		return a.mem.Close()
+	}
+	if a.shared != nil {
+		return a.shared.close()
+	}
+	return nil
 }

@@ -1,11 +1,14 @@
 package e2e_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
@@ -60,6 +64,9 @@ type harness struct {
 	sim      *simulated.Server
 	app      *app.App
 	url      string
+	apps     []*app.App // every instance (app is the first)
+	urls     []string   // every instance's address (url is the first)
+	rdb      *redis.Client
 	gwCalls  atomic.Int64 // requests that reached the gateway
 	upCalls  atomic.Int64 // requests that reached the upstream
 	upBodies chan []byte
@@ -69,6 +76,23 @@ type harness struct {
 // teamLimits (YAML flow items).
 func start(t testing.TB, teamLimits string, simOpts simulated.Options) *harness {
 	t.Helper()
+	return startWith(t, setup{teamLimits: teamLimits, sim: simOpts})
+}
+
+// setup describes a harness: the team's limits, the simulated upstream,
+// and, for a shared store, the Redis address and how many gateway
+// instances share it.
+type setup struct {
+	teamLimits string
+	sim        simulated.Options
+	redisAddr  string
+	instances  int
+	spoolDir   string
+}
+
+func startWith(t testing.TB, su setup) *harness {
+	t.Helper()
+	simOpts, teamLimits := su.sim, su.teamLimits
 	h := &harness{t: t, upBodies: make(chan []byte, 1024)}
 	if simOpts.APIKey == "" {
 		simOpts.APIKey = "upstream-secret"
@@ -90,26 +114,42 @@ func start(t testing.TB, teamLimits string, simOpts simulated.Options) *harness 
 	}))
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
-	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey)}
-	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
+	if su.redisAddr != "" {
+		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 100ms\n    settle_timeout: 200ms\n" + src
+		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
+		t.Cleanup(func() { h.rdb.Close() })
 	}
 	var log *slog.Logger
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	a, err := app.New(cfg, log)
-	if err != nil {
-		t.Fatal(err)
+	for i := range max(su.instances, 1) {
+		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey),
+			"REDIS": su.redisAddr, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
+		cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := app.New(cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := a.Background(context.Background())
+		gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.gwCalls.Add(1)
+			a.Handler().ServeHTTP(w, r)
+		}))
+		t.Cleanup(func() {
+			gw.Close()
+			stop()
+			if err := a.Close(); err != nil {
+				t.Errorf("closing instance %d: %v", i, err)
+			}
+		})
+		h.apps = append(h.apps, a)
+		h.urls = append(h.urls, gw.URL)
 	}
-	h.app = a
-	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.gwCalls.Add(1)
-		a.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(gw.Close)
-	h.url = gw.URL
+	h.app, h.url = h.apps[0], h.urls[0]
 	return h
 }
 

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,7 @@ type Gateway struct {
 	maxBody    int64
 	userHeader string
 	lease      time.Duration
+	ready      func(context.Context) error
 }
 
 // modelRoute is everything the pipeline needs for one model.
@@ -57,6 +59,9 @@ type Options struct {
 	// Transport carries upstream requests; nil means a pooled transport
 	// tuned for many concurrent streams to few hosts.
 	Transport http.RoundTripper
+	// Ready reports whether the gateway can serve (its store answers);
+	// nil means always ready.
+	Ready func(context.Context) error
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -83,6 +88,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		maxBody:    c.MaxBodyBytes,
 		userHeader: c.UserHeader,
 		lease:      c.Lease,
+		ready:      opts.Ready,
 	}
 	for _, u := range c.Upstreams {
 		t := &target{name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout}
@@ -127,6 +133,14 @@ func (g *Gateway) routes() *echo.Echo {
 	e.HTTPErrorHandler = g.handleError
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		if g.ready != nil {
+			if err := g.ready(c.Request().Context()); err != nil {
+				return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+			}
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	v1 := e.Group("/v1", g.authenticate)
 	v1.POST("/chat/completions", g.proxy(upstream.Chat))

@@ -1,0 +1,198 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
+	"github.com/tollgate-dev/tollgate/config"
+)
+
+// sharedStore is the Redis store with what runs around it: the client, the
+// spool and its replay, and the watch on Redis's identity.
+type sharedStore struct {
+	cfg   config.Redis
+	log   *slog.Logger
+	rdb   redis.UniversalClient
+	spool *redisstore.Spool
+	store *redisstore.Store
+
+	mu     sync.Mutex
+	runIDs map[string]string // node address → run_id last seen
+}
+
+// Background intervals of the shared store.
+const (
+	spoolReplayInterval = 250 * time.Millisecond
+	runIDCheckInterval  = 10 * time.Second
+)
+
+func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
+	rc := cfg.Store.Redis
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:      rc.Addrs,
+		MasterName: rc.MasterName,
+		Username:   rc.Username,
+		Password:   rc.Password,
+		DB:         rc.DB,
+		// Without this go-redis ignores context deadlines and waits its
+		// own read timeout: a frozen Redis would hold requests for seconds.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           2 * time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+	})
+	spool, err := redisstore.OpenSpool(rc.SpoolPath)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	var orgs []string
+	for _, o := range cfg.Orgs {
+		orgs = append(orgs, o.ID)
+	}
+	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
+		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
+			Partitions: orgs, Spool: spool, Log: log})}
+	if n := spool.Len(); n > 0 {
+		log.Warn("settlements from an earlier run are waiting in the spool", "count", n, "path", rc.SpoolPath)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.checkEviction(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.checkRunIDs(ctx)
+	return s, nil
+}
+
+// checkEviction refuses a Redis that may evict keys: budget keys carry TTLs,
+// so any policy but noeviction can silently drop spend under memory pressure.
+func (s *sharedStore) checkEviction(ctx context.Context) error {
+	policies, err := s.eachNode(ctx, func(ctx context.Context, c *redis.Client) (string, error) {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return "", err
+		}
+		return v["maxmemory-policy"], nil
+	})
+	if err != nil {
+		s.log.Warn("could not read Redis maxmemory-policy (CONFIG may be disabled); make sure it is noeviction", "err", err)
+		return nil
+	}
+	for addr, p := range policies {
+		if p == "noeviction" {
+			continue
+		}
+		if s.cfg.AllowEviction {
+			s.log.Error("Redis may evict budget keys under memory pressure; spend can be lost", "node", addr, "maxmemory-policy", p)
+			continue
+		}
+		return fmt.Errorf("redis %s has maxmemory-policy %q, which can evict budget keys and lose spend: set it to noeviction (or store.redis.allow_eviction: true to start anyway)", addr, p)
+	}
+	return nil
+}
+
+// checkRunIDs notices a Redis node that restarted: unless it persisted its
+// data, the current periods' spend on it is gone.
+func (s *sharedStore) checkRunIDs(ctx context.Context) {
+	ids, err := s.eachNode(ctx, func(ctx context.Context, c *redis.Client) (string, error) {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+				return v, nil
+			}
+		}
+		return "", errors.New("no run_id in INFO server")
+	})
+	if err != nil {
+		return // unreachable now: the store's own calls report that
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for addr, id := range ids {
+		if old, seen := s.runIDs[addr]; seen && old != id {
+			s.log.Error("Redis node restarted (run_id changed): unless it persisted its data, budgets on it restarted from zero; rebuild them from the ledger",
+				"node", addr, "old_run_id", old, "run_id", id)
+		}
+		s.runIDs[addr] = id
+	}
+}
+
+// eachNode runs f on every node (every master of a cluster).
+func (s *sharedStore) eachNode(ctx context.Context, f func(context.Context, *redis.Client) (string, error)) (map[string]string, error) {
+	out := map[string]string{}
+	var mu sync.Mutex
+	run := func(ctx context.Context, c *redis.Client) error {
+		v, err := f(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[c.Options().Addr] = v
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, run)
+	case *redis.Client:
+		err = run(ctx, c)
+	default:
+		err = errors.New("unsupported client")
+	}
+	return out, err
+}
+
+func (s *sharedStore) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+func (s *sharedStore) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.spool.Run(ctx, s.store, spoolReplayInterval, s.log) })
+	wg.Go(func() {
+		t := time.NewTicker(runIDCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.checkRunIDs(ctx)
+			}
+		}
+	})
+	wg.Wait()
+}
+
+// close makes a last attempt to empty the spool, then closes everything;
+// what is still spooled stays in the spool file for the next start.
+func (s *sharedStore) close() error {
+	if s.spool.Len() > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n, _ := s.spool.Replay(ctx, s.store)
+		cancel()
+		if left := s.spool.Len(); left > 0 {
+			s.log.Error("settlements left in the spool at shutdown; they are replayed at the next start", "count", left, "replayed", n)
+		}
+	}
+	return errors.Join(s.spool.Close(), s.rdb.Close())
+}

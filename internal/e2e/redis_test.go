@@ -1,0 +1,215 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// redisSpent reads the ml team's month budget from Redis, once pending
+// settlements have landed (up to 5 s).
+func (h *harness) redisSpent() (spent, pending int64) {
+	h.t.Helper()
+	key := "tg:{acme}:c:" + teamMonth + ":" + budget.PeriodID(budget.Month, time.Now(), nil)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		spent, pending = h.readRedis(key)
+		if pending == 0 || time.Now().After(deadline) {
+			return spent, pending
+		}
+	}
+}
+
+func (h *harness) readRedis(key string) (spent, pending int64) {
+	v, err := h.rdb.HMGet(ctx, key, "spent", "pending").Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if s, ok := v[0].(string); ok {
+		spent, _ = strconv.ParseInt(s, 10, 64)
+	}
+	if s, ok := v[1].(string); ok {
+		pending, _ = strconv.ParseInt(s, 10, 64)
+	}
+	return spent, pending
+}
+
+func send(client *http.Client, url, body string) (int, http.Header, string, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
+func chatBody(i int, stream bool) string {
+	return fmt.Sprintf(`{"model":"test-model","stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":"request %d %s"}]}`,
+		stream, 10+i%190, i, strings.Repeat("word ", i%40))
+}
+
+// Four gateway instances share one team budget through Redis; 64 clients
+// each. Spend never passes the ceiling, not even for a moment, and ends
+// equal to what the upstream reported, to the micro-dollar.
+func TestInstancesShareOneBudgetThroughRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	const ceiling = 100_000 // µ$: $0.10 at $1/$2 per 1M tokens, a few hundred requests
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.Itoa(ceiling) + `, period: month}`,
+		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
+	})
+	key := "tg:{acme}:c:" + teamMonth + ":" + budget.PeriodID(budget.Month, time.Now(), nil)
+	stop := make(chan struct{})
+	var breach atomic.Value
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if spent, pending := h.readRedis(key); spent+pending > ceiling {
+				breach.Store(fmt.Sprintf("spent %d + pending %d > %d", spent, pending, ceiling))
+			}
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 64 {
+		wg.Go(func() {
+			misses := 0
+			for i := c; misses < 3 && i < c+64*40; i += 64 {
+				status, _, body, err := send(client, h.urls[i%4], chatBody(i, i%3 == 0))
+				switch {
+				case err != nil:
+					t.Error(err)
+					return
+				case status == 200:
+					ok.Add(1)
+					misses = 0
+				case status == 429 && strings.Contains(body, "insufficient_quota"):
+					refused.Add(1)
+					misses++
+				default:
+					t.Errorf("status %d: %s", status, body)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if b, _ := breach.Load().(string); b != "" {
+		t.Fatal(b)
+	}
+	spent, pending := h.redisSpent()
+	if reported := h.reportedCost("test-model"); spent != reported || pending != 0 {
+		t.Fatalf("spent %d pending %d; the upstream reported usage worth %d", spent, pending, reported)
+	}
+	if refused.Load() == 0 {
+		t.Fatalf("the ceiling was never reached (%d admitted)", ok.Load())
+	}
+	// Once everything settled, one request at a time tops the budget up:
+	// the concurrent run left no more than one request's worth unused.
+	smallest := chatBody(0, false) // 10 output tokens
+	topUp := 0
+	for {
+		status, _, _, err := send(client, h.url, smallest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != 200 {
+			break
+		}
+		topUp++
+	}
+	t.Logf("admitted %d concurrently (%d refused), then %d one at a time; spent %d of %d µ$", ok.Load(), refused.Load(), topUp, spent, ceiling)
+	if final, _ := h.redisSpent(); final > ceiling {
+		t.Fatalf("spent %d > ceiling %d", final, ceiling)
+	}
+}
+
+// Redis is killed under load: within a second every new request is refused
+// with 503, Retry-After and budget_store_unavailable, and none reaches the
+// upstream; settlements in flight are spooled and, once Redis is back (it
+// keeps an append-only file), the ledger equals the upstream's reported usage.
+func TestRedisKilledUnderLoad(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$100", period: month}`,
+		sim:        simulated.Options{ChunkDelay: 2 * time.Millisecond},
+		redisAddr:  srv.Addr, instances: 2, spoolDir: t.TempDir(),
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	killed := make(chan struct{})
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for c := range 32 {
+		wg.Go(func() {
+			for i := c; ; i += 32 {
+				select {
+				case <-killed:
+					return
+				default:
+				}
+				status, _, _, err := send(client, h.urls[i%2], chatBody(i, i%2 == 0))
+				if err == nil && status == 200 {
+					served.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	srv.Kill()
+	close(killed)
+	wg.Wait()
+	time.Sleep(time.Second) // within a second of the kill every request is refused
+	upstreamBefore := h.upCalls.Load()
+	for i := range 20 {
+		status, hdr, body, err := send(client, h.urls[i%2], chatBody(i, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb errorBody
+		_ = json.Unmarshal([]byte(body), &eb)
+		if status != 503 || eb.Error.Code != "budget_store_unavailable" || hdr.Get("Retry-After") == "" {
+			t.Fatalf("with Redis down: %d %q Retry-After=%q", status, eb.Error.Code, hdr.Get("Retry-After"))
+		}
+	}
+	if n := h.upCalls.Load() - upstreamBefore; n != 0 {
+		t.Fatalf("%d unreserved requests reached the upstream", n)
+	}
+	resp, err := http.Get(h.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("/readyz with Redis down = %d", resp.StatusCode)
+	}
+
+	srv.Restart()
+	spent, pending := h.redisSpent()
+	for deadline := time.Now().Add(10 * time.Second); spent != h.reportedCost("test-model") && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		spent, pending = h.redisSpent()
+	}
+	if reported := h.reportedCost("test-model"); spent != reported || pending != 0 {
+		t.Fatalf("after Redis came back: spent %d pending %d, the upstream reported %d (%d served)", spent, pending, reported, served.Load())
+	}
+	t.Logf("%d served before the kill; ledger %d µ$ equals reported usage", served.Load(), spent)
+}

@@ -98,6 +98,42 @@ func (e *Engine) Extend(ctx context.Context, r *Reservation) error {
 	return nil
 }
 
+// UnreservedRecorder is implemented by stores that can charge spend made
+// without a reservation: requests a gateway let through (fail open, or on a
+// local fallback bucket) while the store was unreachable. The charge must
+// land, once, when the store answers again.
+type UnreservedRecorder interface {
+	RecordUnreserved(ctx context.Context, id string, debits []Debit, actual Amounts) error
+}
+
+// ErrCannotRecord: the store cannot charge spend made without a reservation.
+var ErrCannotRecord = errors.New("budget: the store cannot record unreserved spend")
+
+// RecordUnreserved charges actual against the ceilings among limits for a
+// request that was served without a reservation.
+func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Amounts) error {
+	rec, ok := e.store.(UnreservedRecorder)
+	if !ok {
+		return ErrCannotRecord
+	}
+	if err := actual.Validate(); err != nil {
+		return err
+	}
+	debits := make([]Debit, len(limits))
+	for i, l := range limits {
+		debits[i] = Debit{Limit: l}
+	}
+	SetPeriods(debits, time.Now())
+	id := rand.Text()
+	if len(limits) > 0 && limits[0].Partition != "" {
+		id = limits[0].Partition + "/" + id
+	}
+	if err := rec.RecordUnreserved(ctx, id, debits, actual); err != nil {
+		return fmt.Errorf("recording unreserved spend: %w", err)
+	}
+	return nil
+}
+
 // Peek reports what is left in limits without changing them.
 func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/tollgate-dev/tollgate/budget"
 )
@@ -75,12 +76,20 @@ type Options struct {
 	Spool *Spool
 	// Log receives what an operator must know (lost data); nil discards.
 	Log *slog.Logger
+	// BreakerTimeout is how long the store answers "unavailable" at once,
+	// without trying Redis, after consecutive failures (default 1 s); then
+	// one call probes it.
+	BreakerTimeout time.Duration
 }
 
 // Store is the Redis-backed budget.Store. It is safe for concurrent use.
 type Store struct {
 	rdb  scripter
 	opts Options
+
+	// breaker fails fast while Redis is down, so a refusal (or a degraded
+	// route) does not wait out a timeout on every request.
+	breaker *gobreaker.CircuitBreaker[any]
 
 	mu         sync.Mutex
 	open       map[string][]budget.Debit // reservations made here and not yet settled
@@ -108,7 +117,24 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.TombstoneTTL <= 0 {
 		opts.TombstoneTTL = 24 * time.Hour
 	}
+	if opts.BreakerTimeout <= 0 {
+		opts.BreakerTimeout = time.Second
+	}
 	s := &Store{rdb: rdb, opts: opts, open: map[string][]budget.Debit{}, partitions: map[string]struct{}{}}
+	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:        "redis",
+		MaxRequests: 1,
+		Timeout:     opts.BreakerTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 2 },
+		// Only failing to reach Redis trips it; a script's own error reply
+		// or a missing key is Redis answering.
+		IsSuccessful: func(err error) bool { return err == nil || isScriptError(err) || errors.Is(err, redis.Nil) },
+		// A caller that gave up says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			opts.Log.Warn("redis store breaker", "from", from.String(), "to", to.String())
+		},
+	})
 	for _, p := range opts.Partitions {
 		s.partitions[p] = struct{}{}
 	}
@@ -140,6 +166,12 @@ func (s *Store) nowArg() string {
 		return ""
 	}
 	return strconv.FormatInt(s.opts.Now().UnixMicro(), 10)
+}
+
+// do runs one Redis call through the breaker.
+func (s *Store) do(f func() error) error {
+	_, err := s.breaker.Execute(func() (any, error) { return nil, f() })
+	return err
 }
 
 // unavailable wraps every failure to talk to Redis as budget.ErrStoreUnavailable.
@@ -190,7 +222,11 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 		if err != nil {
 			return budget.Result{Decider: -1}, err
 		}
-		raw, err := reserveScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		var raw []int64
+		err = s.do(func() (err error) {
+			raw, err = reserveScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+			return err
+		})
 		if err != nil {
 			if isScriptError(err) {
 				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: %w", err)
@@ -330,6 +366,34 @@ type SettleCall struct {
 	// if Redis lost the reservation record while the call waited.
 	Kinds   []string `json:"kinds,omitempty"`
 	Buckets []string `json:"buckets,omitempty"`
+	// Unreserved marks spend made without a reservation (the store was
+	// unreachable and the gateway failed open or used a local bucket):
+	// there is no record to find, by design.
+	Unreserved bool `json:"unreserved,omitempty"`
+}
+
+var _ budget.UnreservedRecorder = (*Store)(nil)
+
+// RecordUnreserved implements budget.UnreservedRecorder: the ceilings among
+// debits are charged actual, now if Redis answers, else from the spool.
+func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget.Debit, actual budget.Amounts) error {
+	call, err := s.settleCall(id, debits, true, actual)
+	if err != nil {
+		return err
+	}
+	for i := range call.Actual {
+		if call.Kinds[i] != "c" {
+			call.Actual[i] = 0 // rate and concurrency state had no reservation to adjust
+		}
+	}
+	call.Unreserved = true
+	if _, err := s.run(ctx, call); err == nil || !errors.Is(err, budget.ErrStoreUnavailable) {
+		return err
+	}
+	if s.opts.Spool == nil {
+		return unavailable("recording unreserved spend", errors.New("no spool"))
+	}
+	return s.opts.Spool.Add(call)
 }
 
 func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual budget.Amounts) (*SettleCall, error) {
@@ -379,7 +443,11 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 			args = append(args, b)
 		}
 	}
-	raw, err := settleScript.Run(ctx, s.rdb, call.Keys, args...).Int64Slice()
+	var raw []int64
+	err := s.do(func() (err error) {
+		raw, err = settleScript.Run(ctx, s.rdb, call.Keys, args...).Int64Slice()
+		return err
+	})
 	if err != nil {
 		if isScriptError(err) {
 			return 0, fmt.Errorf("redisstore: settle: %w", err)
@@ -394,6 +462,9 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 	case 3:
 		return budget.Expired, nil
 	case 4:
+		if call.Unreserved {
+			return budget.Settled, nil
+		}
 		s.opts.Log.Error("settled without its reservation record: Redis lost data; ceilings were charged from the settlement, pending and rate state are gone",
 			"reservation", call.ID)
 		return budget.Settled, nil
@@ -417,7 +488,11 @@ func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) erro
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	tag := s.tag(budget.PartitionOf(id))
-	n, err := extendScript.Run(ctx, s.rdb, []string{tag + "res:" + id, tag + "leases"}, id, lease.Microseconds(), s.nowArg()).Int64()
+	var n int64
+	err := s.do(func() (err error) {
+		n, err = extendScript.Run(ctx, s.rdb, []string{tag + "res:" + id, tag + "leases"}, id, lease.Microseconds(), s.nowArg()).Int64()
+		return err
+	})
 	if err != nil {
 		return unavailable("extend", err)
 	}
@@ -447,13 +522,21 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	for _, p := range parts {
 		tag := s.tag(p)
 		for {
-			ids, err := expiredScript.Run(ctx, s.rdb, []string{tag + "leases"}, s.nowArg(), sweepBatch).StringSlice()
+			var ids []string
+			err := s.do(func() (err error) {
+				ids, err = expiredScript.Run(ctx, s.rdb, []string{tag + "leases"}, s.nowArg(), sweepBatch).StringSlice()
+				return err
+			})
 			if err != nil {
 				return n, unavailable("sweep", err)
 			}
 			for _, id := range ids {
 				keys := []string{tag + "res:" + id, tag + "leases", tag + "done:" + id}
-				raw, err := settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, 0).Int64Slice()
+				var raw []int64
+				err := s.do(func() (err error) {
+					raw, err = settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, 0).Int64Slice()
+					return err
+				})
 				if err != nil {
 					return n, unavailable("sweep", err)
 				}
@@ -495,7 +578,11 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 		keys[i] = s.bucketKey(tag, &debits[i])
 		args = append(args, kindArg(debits[i].Limit.Kind))
 	}
-	raw, err := peekScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	var raw []int64
+	err := s.do(func() (err error) {
+		raw, err = peekScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		return err
+	})
 	if err != nil {
 		return nil, unavailable("peek", err)
 	}

@@ -41,6 +41,8 @@ if not d then
     if k == "c" then
       if actual[i] < 0 then return redis.error_reply("tollgate: settle: negative actual " .. i) end
       redis.call("HINCRBY", key, "spent", string.format("%.0f", actual[i]))
+      -- A key this creates must not live forever: keep it past any period.
+      if redis.call("PTTL", key) == -1 then redis.call("PEXPIRE", key, 41 * 86400000) end
     end
   end
   redis.call("ZREM", KEYS[2], ARGV[1])

@@ -54,7 +54,17 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		a.mem, a.store = mem, mem
 	}
 	a.engine = budget.NewEngine(a.store, cfg.Lease)
-	gw, err := httpapi.New(cfg, httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready})
+	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready}
+	if a.shared != nil {
+		// The local bucket of routes in local_fallback mode: in memory
+		// only, it holds this instance's share while Redis is away.
+		local, err := memstore.New(memstore.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Fallback = budget.NewEngine(local, cfg.Lease)
+	}
+	gw, err := httpapi.New(cfg, opts)
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("building the gateway: %w", err)
@@ -70,6 +80,9 @@ func (a *App) ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Gateway returns the gateway.
+func (a *App) Gateway() *httpapi.Gateway { return a.gateway }
 
 // Handler returns the gateway's HTTP handler.
 func (a *App) Handler() http.Handler { return a.gateway }

@@ -88,6 +88,8 @@ type setup struct {
 	redisAddr  string
 	instances  int
 	spoolDir   string
+	// redisExtra is more YAML under store.redis (indented four spaces).
+	redisExtra string
 }
 
 func startWith(t testing.TB, su setup) *harness {
@@ -115,7 +117,7 @@ func startWith(t testing.TB, su setup) *harness {
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
 	if su.redisAddr != "" {
-		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 100ms\n    settle_timeout: 200ms\n" + src
+		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 100ms\n    settle_timeout: 200ms\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
 		t.Cleanup(func() { h.rdb.Close() })
 	}

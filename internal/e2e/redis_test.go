@@ -213,3 +213,70 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d served before the kill; ledger %d µ$ equals reported usage", served.Load(), spent)
 }
+
+// With Redis down, each route does what it is configured to: chat fails
+// closed, embeddings fail open, completions reserve from a local bucket with
+// this instance's share (1/2) of each limit. Spend let through is charged
+// to Redis when it is back.
+func TestRoutesDegradeAsConfigured(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 2000, period: month}`,
+		redisAddr:  srv.Addr, spoolDir: t.TempDir(),
+		redisExtra: "    instances: 2\n    on_unavailable_routes:\n      /v1/embeddings: fail_open\n      /v1/completions: local_fallback\n",
+	})
+	post := func(path, body string) (int, string) {
+		h.t.Helper()
+		resp, eb := h.post(path, testKey, body, nil)
+		return resp.StatusCode, eb.Error.Code
+	}
+	if status, _ := post("/v1/chat/completions", chatBody(1, false)); status != 200 {
+		t.Fatalf("with Redis up: %d", status)
+	}
+	srv.Kill()
+	if status, code := post("/v1/chat/completions", chatBody(2, false)); status != 503 || code != "budget_store_unavailable" {
+		t.Fatalf("chat with Redis down: %d %s, want 503 (fail_closed)", status, code)
+	}
+	for range 3 {
+		if status, _ := post("/v1/embeddings", `{"model":"text-embedding-3-small","input":"hello"}`); status != 200 {
+			t.Fatalf("embeddings with Redis down: %d, want 200 (fail_open)", status)
+		}
+	}
+	// completions: each reserves prompt + 2×16 µ$ (at $1.50/$2 per 1M, rounded up);
+	// the local share of the 2000 µ$ ceiling is 1000: some pass, then 429.
+	passed := 0
+	for range 100 {
+		status, code := post("/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"say something","max_tokens":100}`)
+		if status == 429 && code == "insufficient_quota" {
+			break
+		}
+		if status != 200 {
+			t.Fatalf("completions with Redis down: %d %s", status, code)
+		}
+		passed++
+	}
+	if passed == 0 || passed == 100 {
+		t.Fatalf("local fallback admitted %d", passed)
+	}
+	g := h.app.Gateway()
+	if g.Degraded("fail_open") != 3 || g.Degraded("local_fallback") != int64(passed) {
+		t.Fatalf("counted fail_open=%d local_fallback=%d, want 3 and %d", g.Degraded("fail_open"), g.Degraded("local_fallback"), passed)
+	}
+	srv.Restart()
+	upstream := h.sim.Stats().Usage
+	var want int64
+	for model, u := range upstream {
+		p := map[string][2]int64{"test-model": {1_000_000, 2_000_000}, "text-embedding-3-small": {20_000, 0}, "gpt-3.5-turbo-instruct": {1_500_000, 2_000_000}}[model]
+		// Every request of a model here has the same usage: price one and multiply.
+		want += u.Requests * (ceilDiv(u.PromptTokens/u.Requests*p[0], 1_000_000) + ceilDiv(u.CompletionTokens/u.Requests*p[1], 1_000_000))
+	}
+	spent, pending := h.redisSpent()
+	for deadline := time.Now().Add(5 * time.Second); spent != want && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		spent, pending = h.redisSpent()
+	}
+	if spent != want || pending != 0 {
+		t.Fatalf("after Redis came back: spent %d pending %d, want %d (everything served, degraded or not)", spent, pending, want)
+	}
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

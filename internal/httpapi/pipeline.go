@@ -24,15 +24,21 @@ type call struct {
 	req         *upstream.Request
 	prep        *upstream.Prepared
 	estimate    budget.Amounts
+	limits      []budget.Limit
 	reservation *budget.Reservation
-	start       time.Time
+	// engine holds the reservation: the gateway's, or the local fallback.
+	engine *budget.Engine
+	// degraded names the mode that let the request through while the
+	// store was unavailable; its spend is recorded as unreserved.
+	degraded string
+	start    time.Time
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
 // against every limit at once, forward, stream back, settle.
-func (g *Gateway) proxy(ep upstream.Endpoint) echo.HandlerFunc {
+func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now()}
+		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine}
 		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
 		body, err := readBody(c, g.maxBody)
 		if err != nil {
@@ -46,14 +52,18 @@ func (g *Gateway) proxy(ep upstream.Endpoint) echo.HandlerFunc {
 			user = cl.req.User
 		}
 		limits := cl.principal.Limits(user, cl.req.Model)
+		cl.limits = limits
 		r, res, err := g.engine.Reserve(c.Request().Context(), limits, cl.estimate)
+		if errors.Is(err, budget.ErrStoreUnavailable) {
+			r, res, err = g.degrade(c, cl, route, err)
+		}
 		if err != nil {
 			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
 				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
 					"estimate_usd_micros", int64(cl.estimate.Cost))
-				g.writeRefusal(c, mapError(err), limits)
+				g.writeRefusal(c, mapError(err), cl.limits)
 				return nil
 			}
 			if !errors.Is(err, budget.ErrStoreUnavailable) {
@@ -62,11 +72,46 @@ func (g *Gateway) proxy(ep upstream.Endpoint) echo.HandlerFunc {
 			return err
 		}
 		cl.reservation = r
-		writeLimitHeaders(c.Response().Header(), limits, res)
+		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)
 		g.finish(c.Request().Context(), cl, usage, served)
 		return err
 	}
+}
+
+// degrade decides a request while the store is unavailable, as its route
+// is configured: refuse (fail_closed), let it through without a
+// reservation (fail_open), or reserve from a local bucket holding this
+// instance's share of each limit (local_fallback). Every decision is logged
+// and counted; the spend of a request let through is recorded when the
+// store answers again.
+func (g *Gateway) degrade(c echo.Context, cl *call, route string, storeErr error) (*budget.Reservation, budget.Result, error) {
+	mode := g.onUnavailable[route]
+	switch mode {
+	case "fail_open":
+		g.countDegraded(mode)
+		g.log.Warn("budget store unavailable: failing open", "request_id", cl.id, "route", route, "team", cl.principal.Team, "err", storeErr)
+		cl.degraded = mode
+		return nil, budget.Result{Decider: -1}, nil
+	case "local_fallback":
+		local := make([]budget.Limit, len(cl.limits))
+		for i, l := range cl.limits {
+			l.Amount = max(1, l.Amount/g.instances)
+			if l.Burst > 0 {
+				l.Burst = max(1, l.Burst/g.instances)
+			}
+			local[i] = l
+		}
+		r, res, err := g.fallback.Reserve(c.Request().Context(), local, cl.estimate)
+		if err == nil {
+			g.countDegraded(mode)
+			g.log.Warn("budget store unavailable: reserved from the local fallback", "request_id", cl.id, "route", route, "team", cl.principal.Team, "err", storeErr)
+			cl.degraded, cl.engine, cl.limits = mode, g.fallback, local
+		}
+		return r, res, err
+	}
+	g.log.Warn("budget store unavailable: failing closed", "request_id", cl.id, "route", route, "err", storeErr)
+	return nil, budget.Result{Decider: -1}, storeErr
 }
 
 // readBody reads the whole body up to max bytes.
@@ -130,13 +175,26 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 		}
 		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: 1, Cost: cost}
 	}
-	outcome, err := g.engine.Settle(ctx, cl.reservation, actual)
-	if err != nil {
-		g.log.Error("settling", "request_id", cl.id, "reservation", cl.reservation.ID, "err", err)
+	var outcome budget.Outcome
+	var err error
+	resID := ""
+	if cl.reservation != nil {
+		resID = cl.reservation.ID
+		outcome, err = cl.engine.Settle(ctx, cl.reservation, actual)
+		if err != nil {
+			g.log.Error("settling", "request_id", cl.id, "reservation", resID, "err", err)
+		}
+	}
+	if cl.degraded != "" && served {
+		// Spend made while the store was away is charged to it when it
+		// answers again (the store spools it until then).
+		if err := g.engine.RecordUnreserved(ctx, cl.limits, actual); err != nil {
+			g.log.Error("recording spend made while the store was unavailable", "request_id", cl.id, "err", err)
+		}
 	}
 	g.log.Info("request",
 		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
-		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", cl.reservation.ID, "outcome", outcome.String(),
+		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded,
 		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
 		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
 		"duration_ms", time.Since(cl.start).Milliseconds())
@@ -281,7 +339,10 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 		}
 		if time.Since(lastExtend) > g.lease/3 {
 			lastExtend = time.Now()
-			if err := g.engine.Extend(context.WithoutCancel(c.Request().Context()), cl.reservation); err != nil {
+			if cl.reservation == nil {
+				continue
+			}
+			if err := cl.engine.Extend(context.WithoutCancel(c.Request().Context()), cl.reservation); err != nil {
 				g.log.Warn("extending lease", "request_id", cl.id, "err", err)
 			}
 		}

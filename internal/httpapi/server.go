@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,6 +37,14 @@ type Gateway struct {
 	userHeader string
 	lease      time.Duration
 	ready      func(context.Context) error
+
+	// What a route does when the store is unavailable (fail_closed when
+	// absent), the local engine and divisor for local_fallback, and how
+	// often each mode was used (logged and counted).
+	onUnavailable map[string]string
+	fallback      *budget.Engine
+	instances     int64
+	degraded      sync.Map // mode → *atomic.Int64
 }
 
 // modelRoute is everything the pipeline needs for one model.
@@ -62,6 +72,10 @@ type Options struct {
 	// Ready reports whether the gateway can serve (its store answers);
 	// nil means always ready.
 	Ready func(context.Context) error
+	// Fallback is the local engine a route in local_fallback mode reserves
+	// from while the store is unavailable; its limits are divided by the
+	// configured instance count.
+	Fallback *budget.Engine
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -89,6 +103,23 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		userHeader: c.UserHeader,
 		lease:      c.Lease,
 		ready:      opts.Ready,
+
+		onUnavailable: map[string]string{},
+		fallback:      opts.Fallback,
+		instances:     int64(max(c.Store.Redis.Instances, 1)),
+	}
+	if c.Store.Kind == "redis" {
+		for _, route := range config.Routes {
+			g.onUnavailable[route] = c.Store.Redis.OnUnavailable
+		}
+		for route, mode := range c.Store.Redis.OnUnavailableRoutes {
+			g.onUnavailable[route] = mode
+		}
+	}
+	for route, mode := range g.onUnavailable {
+		if mode == "local_fallback" && g.fallback == nil {
+			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
+		}
 	}
 	for _, u := range c.Upstreams {
 		t := &target{name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout}
@@ -143,9 +174,9 @@ func (g *Gateway) routes() *echo.Echo {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	v1 := e.Group("/v1", g.authenticate)
-	v1.POST("/chat/completions", g.proxy(upstream.Chat))
-	v1.POST("/completions", g.proxy(upstream.Completions))
-	v1.POST("/embeddings", g.proxy(upstream.Embeddings))
+	v1.POST("/chat/completions", g.proxy(upstream.Chat, "/v1/chat/completions"))
+	v1.POST("/completions", g.proxy(upstream.Completions, "/v1/completions"))
+	v1.POST("/embeddings", g.proxy(upstream.Embeddings, "/v1/embeddings"))
 	v1.GET("/models", g.listModels)
 	return e
 }
@@ -239,4 +270,18 @@ func (g *Gateway) writeRefusal(c echo.Context, r refusal, limits []budget.Limit)
 	_ = c.JSON(r.status, struct {
 		Error apiError `json:"error"`
 	}{r.body})
+}
+
+// Degraded returns how many requests were let through in each degraded mode
+// ("fail_open", "local_fallback") while the store was unavailable.
+func (g *Gateway) Degraded(mode string) int64 {
+	if v, ok := g.degraded.Load(mode); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+func (g *Gateway) countDegraded(mode string) {
+	v, _ := g.degraded.LoadOrStore(mode, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
 }

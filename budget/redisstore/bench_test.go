@@ -1,0 +1,107 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+)
+
+// requestLimits is what a typical request is checked against: org and team
+// budgets, a team token rate, a key request rate and a concurrency limit.
+func requestLimits() []budget.Limit {
+	mk := func(bucket string, k budget.Kind, u budget.Unit, amount int64) budget.Limit {
+		l := budget.Limit{Bucket: bucket, Name: bucket, Partition: "acme", Scope: budget.ScopeTeam, Kind: k, Unit: u, Amount: amount}
+		switch k {
+		case budget.Rate:
+			l.Window = time.Minute
+		case budget.Ceiling:
+			l.Period = budget.Month
+		}
+		return l
+	}
+	return []budget.Limit{
+		mk("org:acme:usd-month", budget.Ceiling, budget.Microdollars, 1<<50),
+		mk("team:acme/ml:usd-day", budget.Ceiling, budget.Microdollars, 1<<50),
+		mk("team:acme/ml:tpm", budget.Rate, budget.Tokens, 1<<40),
+		mk("key:acme/k:rpm", budget.Rate, budget.Requests, 1<<40),
+		mk("team:acme/ml:in-flight", budget.Concurrency, budget.Requests, 1<<20),
+	}
+}
+
+// countingHook counts the commands a client sends: each is a round trip.
+type countingHook struct{ calls map[string]int }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.calls[cmd.Name()]++
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.calls["pipeline"]++
+		return next(ctx, cmds)
+	}
+}
+
+// One reservation is one Redis round trip, one settlement another.
+func TestOneRoundTripToReserveOneToSettle(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{}), time.Minute)
+	limits := requestLimits()
+	warm, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Settle(bg, warm, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
+		t.Fatal(err)
+	}
+	hook := &countingHook{calls: map[string]int{}}
+	rdb.AddHook(hook)
+	const n = 50
+	for range n {
+		r, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Settle(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := hook.calls
+	if calls["evalsha"] != 2*n || len(calls) != 1 {
+		t.Fatalf("commands for %d reserve+settle pairs: %v, want exactly %d EVALSHA", n, calls, 2*n)
+	}
+}
+
+// BenchmarkReserveSettle: one reservation against five limits and its
+// settlement, against a redis-server started for the benchmark.
+//
+//	go test -run XXX -bench ReserveSettle -cpu 1,64 ./budget/redisstore/
+func BenchmarkReserveSettle(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+	defer rdb.Close()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second}), time.Minute)
+	limits := requestLimits()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.Settle(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -134,6 +134,19 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 	return nil
 }
 
+// SetCeiling sets the amount of a Ceiling limit at run time, for every
+// instance sharing the store, from the next reservation on; a negative
+// amount restores the configured one.
+func (e *Engine) SetCeiling(ctx context.Context, l Limit, amount int64) error {
+	if l.Kind != Ceiling {
+		return fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
+	}
+	if err := e.store.SetCeiling(ctx, l.Partition, l.Bucket, amount); err != nil {
+		return fmt.Errorf("setting ceiling %s: %w", l.Bucket, err)
+	}
+	return nil
+}
+
 // Peek reports what is left in limits without changing them.
 func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)

@@ -20,6 +20,10 @@ type State interface {
 	SetCeilingUse(bucket, period string, spent, pending int64)
 	InFlight(bucket string) int64
 	SetInFlight(bucket string, n int64)
+	// CeilingOverride is a ceiling set at run time for a Ceiling bucket
+	// (finance raising or freezing a budget), which replaces the
+	// configured amount in every period.
+	CeilingOverride(bucket string) (amount int64, ok bool)
 }
 
 // Debit is what one reservation took from one bucket.
@@ -46,6 +50,9 @@ type Result struct {
 
 // Status is what is left in one bucket.
 type Status struct {
+	// Capacity is the limit in force: the configured amount, or a ceiling
+	// set at run time.
+	Capacity   int64
 	Remaining  int64         // units left; never negative
 	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's period ends
 }
@@ -63,6 +70,9 @@ func RateCost(l *Limit, n int64) (int64, error) {
 // pending, a Concurrency bucket's requests in flight.
 type Counters struct {
 	TAT, Spent, Pending, InFlight int64
+	// Override, when HasOverride, is a Ceiling's amount set at run time.
+	Override    int64
+	HasOverride bool
 }
 
 func read(st State, d *Debit) Counters {
@@ -72,7 +82,8 @@ func read(st State, d *Debit) Counters {
 		return Counters{TAT: st.RateTAT(l.Bucket)}
 	case Ceiling:
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
-		return Counters{Spent: spent, Pending: pending}
+		o, ok := st.CeilingOverride(l.Bucket)
+		return Counters{Spent: spent, Pending: pending, Override: o, HasOverride: ok}
 	case Concurrency:
 		return Counters{InFlight: st.InFlight(l.Bucket)}
 	}
@@ -103,18 +114,22 @@ func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.
 		}
 		return true, rateStatus(l, newTAT, nowUs, tol), 0, nil
 	case Ceiling:
+		ceiling := l.Amount
+		if c.HasOverride {
+			ceiling = c.Override
+		}
 		used := c.Spent + c.Pending
 		reset := PeriodEnd(l.Period, now, l.Location).Sub(now)
-		if d.Amount > l.Amount-used {
-			return false, Status{Remaining: max(0, l.Amount-used), ResetAfter: reset}, reset, ErrExhausted
+		if d.Amount > ceiling-used {
+			return false, Status{Capacity: ceiling, Remaining: max(0, ceiling-used), ResetAfter: reset}, reset, ErrExhausted
 		}
-		return true, Status{Remaining: l.Amount - used - d.Amount, ResetAfter: reset}, 0, nil
+		return true, Status{Capacity: ceiling, Remaining: ceiling - used - d.Amount, ResetAfter: reset}, 0, nil
 	case Concurrency:
 		n := c.InFlight
 		if n+d.Amount > l.Amount {
-			return false, Status{Remaining: max(0, l.Amount-n)}, time.Second, ErrConcurrency
+			return false, Status{Capacity: l.Amount, Remaining: max(0, l.Amount-n)}, time.Second, ErrConcurrency
 		}
-		return true, Status{Remaining: l.Amount - n - d.Amount}, 0, nil
+		return true, Status{Capacity: l.Amount, Remaining: l.Amount - n - d.Amount}, 0, nil
 	}
 	return false, s, 0, fmt.Errorf("budget: limit %s: unknown kind %v", l.Bucket, l.Kind)
 }
@@ -126,7 +141,7 @@ func rateStatus(l *Limit, tat, now, tol int64) Status {
 	if err != nil {
 		rem = 0
 	}
-	return Status{Remaining: min(rem, l.Capacity()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
+	return Status{Capacity: l.Capacity(), Remaining: min(rem, l.Capacity()), ResetAfter: time.Duration(max(0, tat-now)) * time.Microsecond}
 }
 
 // SetPeriods fixes each Ceiling debit's period from now.
@@ -155,7 +170,7 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 			if !res.Allowed {
 				continue
 			}
-			if f := fraction(&d.Limit, s.Remaining); f < tightest {
+			if f := fraction(s); f < tightest {
 				tightest, res.Decider = f, i
 			}
 		case isRefusal(err):
@@ -197,12 +212,11 @@ func isRefusal(err error) bool {
 	return err == ErrRateLimited || err == ErrExhausted || err == ErrConcurrency || err == ErrTooLarge
 }
 
-func fraction(l *Limit, remaining int64) float64 {
-	c := l.Capacity()
-	if c <= 0 {
+func fraction(s Status) float64 {
+	if s.Capacity <= 0 {
 		return 0
 	}
-	return float64(remaining) / float64(c)
+	return float64(s.Remaining) / float64(s.Capacity)
 }
 
 func take(st State, d *Debit, now time.Time) {

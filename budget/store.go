@@ -30,6 +30,11 @@ type Store interface {
 	Sweep(ctx context.Context) (int, error)
 	// Peek reports the current status of limits without changing them.
 	Peek(ctx context.Context, limits []Limit) ([]Status, error)
+	// SetCeiling sets, at run time, the amount of the Ceiling bucket in
+	// partition, replacing the configured one from the next reservation on
+	// (in every instance sharing the store). A negative amount removes the
+	// override.
+	SetCeiling(ctx context.Context, partition, bucket string, amount int64) error
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

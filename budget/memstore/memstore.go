@@ -48,6 +48,7 @@ type state struct {
 	inflight map[string]int64
 	open     map[string]openReservation
 	closed   map[string]closedReservation
+	override map[string]int64 // run-time ceiling overrides by bucket
 }
 
 func newState() state {
@@ -57,6 +58,7 @@ func newState() state {
 		inflight: map[string]int64{},
 		open:     map[string]openReservation{},
 		closed:   map[string]closedReservation{},
+		override: map[string]int64{},
 	}
 }
 
@@ -72,6 +74,10 @@ func (s *state) SetCeilingUse(b, p string, spent, pending int64) {
 	s.ceilings[ceilingKey{b, p}] = ceilingUse{spent, pending}
 }
 func (s *state) InFlight(b string) int64 { return s.inflight[b] }
+func (s *state) CeilingOverride(b string) (int64, bool) {
+	v, ok := s.override[b]
+	return v, ok
+}
 func (s *state) SetInFlight(b string, n int64) {
 	if n == 0 {
 		delete(s.inflight, b)
@@ -231,6 +237,19 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return budget.Peek(&s.state, limits, now), nil
+}
+
+// SetCeiling implements budget.Store. The embedded store has one
+// partition space; partition is ignored.
+func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if amount < 0 {
+		delete(s.state.override, bucket)
+		return nil
+	}
+	s.state.override[bucket] = amount
+	return nil
 }
 
 // Spent returns the settled spend of a Ceiling bucket in a period, and what

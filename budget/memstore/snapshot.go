@@ -24,6 +24,7 @@ type snapshotFile struct {
 	InFlight map[string]int64             `json:"in_flight"`
 	Open     map[string]openReservation   `json:"open"`
 	Closed   map[string]closedReservation `json:"closed"`
+	Override map[string]int64             `json:"ceiling_overrides,omitempty"`
 }
 
 type snapshotCeiling struct {
@@ -48,6 +49,7 @@ func (s *Store) Snapshot() error {
 		InFlight: s.state.inflight,
 		Open:     s.state.open,
 		Closed:   s.state.closed,
+		Override: s.state.override,
 	}
 	for k, u := range s.state.ceilings {
 		f.Ceilings = append(f.Ceilings, snapshotCeiling{k.Bucket, k.Period, u.Spent, u.Pending})
@@ -117,6 +119,9 @@ func (s *Store) load() error {
 	}
 	for k, v := range f.Closed {
 		st.closed[k] = v
+	}
+	for k, v := range f.Override {
+		st.override[k] = v
 	}
 	for _, c := range f.Ceilings {
 		st.ceilings[ceilingKey{c.Bucket, c.Period}] = ceilingUse{c.Spent, c.Pending}

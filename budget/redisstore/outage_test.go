@@ -341,3 +341,23 @@ func TestManyInstancesShareOneCeiling(t *testing.T) {
 	}
 	t.Logf("admitted %d, refused %d, spent %v of %v", admitted.Load(), refused.Load(), budget.Money(spent), ceiling)
 }
+
+// A ceiling finance changes through one instance binds every instance's
+// very next reservation: the override lives in Redis, read in the script.
+func TestRuntimeCeilingSeenByEveryInstance(t *testing.T) {
+	srv := redistest.Start(t)
+	a := budget.NewEngine(redisstore.New(srv.Client(), redisstore.Options{}), time.Minute)
+	b := budget.NewEngine(redisstore.New(srv.Client(), redisstore.Options{}), time.Minute)
+	l := teamCeiling("acme", 10*budget.Dollar)
+	if _, _, err := b.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 2 * budget.Dollar}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetCeiling(bg, l, int64(2*budget.Dollar)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := b.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
+	var refused *budget.RefusedError
+	if !errors.As(err, &refused) || refused.Result.Status[0].Capacity != int64(2*budget.Dollar) {
+		t.Fatalf("instance b after a's change: %v", err)
+	}
+}

@@ -251,14 +251,10 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			now = redisNow // this host's clock is across a period boundary from Redis's
 			continue
 		}
-		if len(raw) != 2+4*len(r.Debits) {
+		if len(raw) != 2+5*len(r.Debits) {
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: reply of %d values for %d debits", len(raw), len(r.Debits))
 		}
-		counters := make([]budget.Counters, len(r.Debits))
-		for i := range counters {
-			c := raw[2+4*i:]
-			counters[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3]}
-		}
+		counters := decodeCounters(raw[2:], len(r.Debits))
 		res, err := budget.Evaluate(r.Debits, counters, redisNow)
 		if allowed := raw[0] == 1; allowed != res.Allowed {
 			// The script and the Go algorithm disagree: a bug. Refuse.
@@ -275,9 +271,9 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 }
 
 func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([]string, []any, error) {
-	keys := make([]string, 0, 3+len(r.Debits))
-	keys = append(keys, tag+"res:"+r.ID, tag+"leases", tag+"done:"+r.ID)
-	args := make([]any, 0, 4+6*len(r.Debits))
+	keys := make([]string, 0, 4+len(r.Debits))
+	keys = append(keys, tag+"res:"+r.ID, tag+"leases", tag+"done:"+r.ID, tag+"ceilings")
+	args := make([]any, 0, 4+7*len(r.Debits))
 	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits))
 	for i := range r.Debits {
 		d := &r.Debits[i]
@@ -293,13 +289,13 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 			if err != nil {
 				return nil, nil, err
 			}
-			args = append(args, "r", cost, tol, 0, 0, 0)
+			args = append(args, "r", cost, tol, 0, 0, "", 0)
 		case budget.Ceiling:
 			end := budget.PeriodEnd(l.Period, now, l.Location)
 			start := budget.PeriodStart(l.Period, now, l.Location)
-			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), ceilingRetention(l.Period).Milliseconds())
+			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, ceilingRetention(l.Period).Milliseconds())
 		case budget.Concurrency:
-			args = append(args, "n", d.Amount, l.Amount, 0, 0, (2*r.Lease + 24*time.Hour).Milliseconds())
+			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", (2*r.Lease + 24*time.Hour).Milliseconds())
 		default:
 			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
 		}
@@ -572,11 +568,15 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	}
 	budget.SetPeriods(debits, now)
 	tag := s.tag(limits[0].Partition)
-	keys := make([]string, len(debits))
+	keys := make([]string, 1, 1+len(debits))
+	keys[0] = tag + "ceilings"
 	args := []any{s.nowArg()}
 	for i := range debits {
-		keys[i] = s.bucketKey(tag, &debits[i])
+		keys = append(keys, s.bucketKey(tag, &debits[i]))
 		args = append(args, kindArg(debits[i].Limit.Kind))
+	}
+	for i := range debits {
+		args = append(args, debits[i].Limit.Bucket)
 	}
 	var raw []int64
 	err := s.do(func() (err error) {
@@ -586,10 +586,38 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	if err != nil {
 		return nil, unavailable("peek", err)
 	}
-	counters := make([]budget.Counters, len(debits))
-	for i := range counters {
-		c := raw[1+4*i:]
-		counters[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3]}
+	if len(raw) != 1+5*len(debits) {
+		return nil, fmt.Errorf("redisstore: peek: reply of %d values for %d limits", len(raw), len(debits))
 	}
-	return budget.StatusOf(debits, counters, time.UnixMicro(raw[0])), nil
+	return budget.StatusOf(debits, decodeCounters(raw[1:], len(debits)), time.UnixMicro(raw[0])), nil
+}
+
+// decodeCounters reads n groups of (tat, spent, pending, in-flight,
+// run-time ceiling or -1) from a script's reply.
+func decodeCounters(raw []int64, n int) []budget.Counters {
+	out := make([]budget.Counters, n)
+	for i := range out {
+		c := raw[5*i:]
+		out[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3], Override: c[4], HasOverride: c[4] >= 0}
+	}
+	return out
+}
+
+// SetCeiling implements budget.Store: one HSET (or HDEL) that every
+// instance's next reservation reads in its script.
+func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	key := s.tag(partition) + "ceilings"
+	cmd := s.rdb.(redis.Cmdable)
+	err := s.do(func() error {
+		if amount < 0 {
+			return cmd.HDel(ctx, key, bucket).Err()
+		}
+		return cmd.HSet(ctx, key, bucket, amount).Err()
+	})
+	if err != nil {
+		return unavailable("setting a ceiling", err)
+	}
+	return nil
 }

@@ -3,7 +3,8 @@
 -- tag (the partition), so the script runs on one node of a cluster.
 --
 -- KEYS[1]  reservation hash       KEYS[2]  lease zset (score: expiry µs)
--- KEYS[3]  tombstone of the id    KEYS[3+i] the bucket of debit i
+-- KEYS[3]  tombstone of the id    KEYS[4]  run-time ceilings (hash: bucket → amount)
+-- KEYS[4+i] the bucket of debit i
 -- ARGV[1]  reservation id         ARGV[2]  lease µs
 -- ARGV[3]  now µs, or "" for Redis TIME (tests pin the clock)
 -- ARGV[4]  number of debits n
@@ -12,17 +13,18 @@
 --   amount (rate: cost in µs of the bucket; ceiling: units; concurrency: 1),
 --   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
 --   period start µs and end µs (ceiling; 0 0 otherwise),
+--   bucket name (the field of a run-time ceiling in KEYS[4]),
 --   keep ms: how long the bucket key outlives now (ceiling: after its
 --   period ends; concurrency: from now). Relative, so a test's pinned clock
 --   and Redis's own agree on it.
 --
--- Returns {status, now, then 4 counters per debit as read before any write:
--- tat, spent, pending, in-flight}. status: 1 allowed, 0 refused,
+-- Returns {status, now, then 5 values per debit as read before any write:
+-- tat, spent, pending, in-flight, run-time ceiling (-1: none)}. status: 1 allowed, 0 refused,
 -- -1 duplicate id, -2 a ceiling's period does not contain now (the caller
 -- recomputes periods from the returned now and calls again).
 
 local n = tonumber(ARGV[4])
-if not n or n < 0 or #KEYS ~= 3 + n or #ARGV ~= 4 + 6 * n then
+if not n or n < 0 or #KEYS ~= 4 + n or #ARGV ~= 4 + 7 * n then
   return redis.error_reply("tollgate: reserve: bad argument count")
 end
 local lease = tonumber(ARGV[2])
@@ -36,12 +38,12 @@ if not now then
 end
 
 -- Validate every argument before the first write.
-local kinds, amounts, caps, starts, ends, expires = {}, {}, {}, {}, {}, {}
+local kinds, amounts, caps, starts, ends, names, expires = {}, {}, {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 4 + 6 * (i - 1)
+  local b = 4 + 7 * (i - 1)
   kinds[i] = ARGV[b + 1]
   amounts[i], caps[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  starts[i], ends[i], expires[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+  starts[i], ends[i], names[i], expires[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6], tonumber(ARGV[b + 7])
   local k = kinds[i]
   if (k ~= "r" and k ~= "c" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
       or not starts[i] or not ends[i] or not expires[i] then
@@ -59,8 +61,8 @@ local out = {1, now}
 local allowed = true
 local tats, spents, pendings, flights = {}, {}, {}, {}
 for i = 1, n do
-  local key, k = KEYS[3 + i], kinds[i]
-  local tat, spent, pending, flight = 0, 0, 0, 0
+  local key, k = KEYS[4 + i], kinds[i]
+  local tat, spent, pending, flight, override = 0, 0, 0, 0, -1
   if k == "r" then
     tat = tonumber(redis.call("GET", key) or "0")
     local from = math.max(tat, now)
@@ -68,13 +70,15 @@ for i = 1, n do
   elseif k == "c" then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
+    local o = redis.call("HGET", KEYS[4], names[i])
+    if o then override = tonumber(o); caps[i] = override end
     if amounts[i] > caps[i] - spent - pending then allowed = false end
   else
     flight = tonumber(redis.call("GET", key) or "0")
     if flight + amounts[i] > caps[i] then allowed = false end
   end
   tats[i], spents[i], pendings[i], flights[i] = tat, spent, pending, flight
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = tat, spent, pending, flight
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, override
 end
 if not allowed then
   out[1] = 0
@@ -83,7 +87,7 @@ end
 
 local record = {}
 for i = 1, n do
-  local key, k = KEYS[3 + i], kinds[i]
+  local key, k = KEYS[4 + i], kinds[i]
   if k == "r" then
     local tat = math.max(tats[i], now) + amounts[i]
     -- The key lives until the bucket is full again, then reads as missing.

@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"concurrent reservations never pass a ceiling", concurrentCeiling},
 		{"peek changes nothing", peek},
 		{"bad amounts are refused", badAmounts},
+		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -412,4 +413,34 @@ func badAmounts(t *testing.T, s budget.Store, c *Clock) {
 		t.Fatal("a negative settlement was accepted")
 	}
 	mustSettle(t, s, "a", usd(1), budget.Settled)
+}
+
+func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
+	// Finance freezes the team at what it has spent.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(4*budget.Dollar)); err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := reserve(t, s, "b", time.Minute, usd(1), team)
+	if !errors.Is(err, budget.ErrExhausted) || res.Status[0].Capacity != int64(4*budget.Dollar) {
+		t.Fatalf("under a lowered ceiling: err = %v, status %+v", err, res.Status)
+	}
+	// …then raises it above the configured amount.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(20*budget.Dollar)); err != nil {
+		t.Fatal(err)
+	}
+	res = mustReserve(t, s, "c", usd(12*budget.Dollar), team)
+	if res.Status[0].Capacity != int64(20*budget.Dollar) || res.Status[0].Remaining != int64(4*budget.Dollar) {
+		t.Fatalf("under a raised ceiling: %+v", res.Status[0])
+	}
+	// Removing the override restores the configured $10: $16 is in use.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, -1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Peek(ctx, []budget.Limit{team})
+	if err != nil || st[0].Capacity != int64(10*budget.Dollar) || st[0].Remaining != 0 {
+		t.Fatalf("after removing the override: %+v %v", st, err)
+	}
 }

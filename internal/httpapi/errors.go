@@ -122,7 +122,7 @@ func mapRefused(e *budget.RefusedError) refusal {
 		st = e.Result.Status[d]
 	}
 	info := &limitInfo{Scope: l.Scope.String(), Limit: l.Name, Kind: l.Kind.String(), Unit: l.Unit.String(),
-		Amount: l.Amount, Remaining: st.Remaining, RetryS: e.Result.RetryAfter.Seconds()}
+		Amount: st.Capacity, Remaining: st.Remaining, RetryS: e.Result.RetryAfter.Seconds()}
 	r := refusal{status: http.StatusTooManyRequests, retryAfter: e.Result.RetryAfter, result: &e.Result}
 	switch {
 	case errors.Is(e, budget.ErrExhausted):
@@ -133,10 +133,10 @@ func mapRefused(e *budget.RefusedError) refusal {
 		r.noRetry = true
 		r.retryAfter = l.Window
 		r.body = apiError{Type: "rate_limit_error", Code: "request_too_large_for_limit",
-			Message: fmt.Sprintf("The request needs more than the %s limit %q can ever grant (%d %s).", l.Scope, l.Name, l.Capacity(), l.Unit)}
+			Message: fmt.Sprintf("The request needs more than the %s limit %q can ever grant (%d %s).", l.Scope, l.Name, st.Capacity, l.Unit)}
 	case errors.Is(e, budget.ErrConcurrency):
 		r.body = apiError{Type: "rate_limit_error", Code: "concurrency_limit_exceeded",
-			Message: fmt.Sprintf("Too many requests in flight for the %s limit %q (%d).", l.Scope, l.Name, l.Amount)}
+			Message: fmt.Sprintf("Too many requests in flight for the %s limit %q (%d).", l.Scope, l.Name, st.Capacity)}
 	default:
 		r.body = apiError{Type: "rate_limit_error", Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("Rate limit %q of the %s reached (%d %s per %s). Retry after %s.", l.Name, l.Scope, l.Amount, l.Unit, l.Window, e.Result.RetryAfter.Round(time.Millisecond))}

@@ -36,7 +36,7 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 		}
 		policy = appendName(policy, l)
 		policy = append(policy, ";q="...)
-		policy = strconv.AppendInt(policy, l.Capacity(), 10)
+		policy = strconv.AppendInt(policy, s.Capacity, 10)
 		policy = append(policy, `;qu="`...)
 		policy = append(policy, unitName(l)...)
 		policy = append(policy, '"')
@@ -58,7 +58,7 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	h["Ratelimit-Policy"] = []string{string(policy)}
 	h["Ratelimit"] = []string{string(state)}
 	if d := res.Decider; d >= 0 && d < len(limits) {
-		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(limits[d].Capacity(), 10)}
+		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(res.Status[d].Capacity, 10)}
 		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Status[d].Remaining, 10)}
 		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(seconds(res.Status[d].ResetAfter), 10)}
 		h["X-Ratelimit-Policy"] = []string{policyName(&limits[d])}
@@ -66,7 +66,7 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	if tightest >= 0 {
 		l, s := &limits[tightest], res.Status[tightest]
 		h["X-Tollgate-Budget-Policy"] = []string{policyName(l)}
-		h["X-Tollgate-Budget-Limit-Usd"] = []string{dollars(l.Amount)}
+		h["X-Tollgate-Budget-Limit-Usd"] = []string{dollars(s.Capacity)}
 		h["X-Tollgate-Budget-Remaining-Usd"] = []string{dollars(s.Remaining)}
 		h["X-Tollgate-Budget-Reset"] = []string{strconv.FormatInt(seconds(s.ResetAfter), 10)}
 	}

@@ -56,6 +56,9 @@ type Redis struct {
 	DB       int    `yaml:"db"`
 	// Prefix starts every key (default "tg").
 	Prefix string `yaml:"prefix"`
+	// PoolSize is the connections per node (default 256): a reservation
+	// waiting for a free connection counts against its timeout.
+	PoolSize int `yaml:"pool_size"`
 	// Timeout bounds a reservation (default 100ms); past it the store
 	// counts as unavailable.
 	Timeout time.Duration `yaml:"timeout"`

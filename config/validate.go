@@ -63,6 +63,9 @@ func (c *Config) SetDefaults() {
 		if r.Instances == 0 {
 			r.Instances = 1
 		}
+		if r.PoolSize == 0 {
+			r.PoolSize = 256
+		}
 	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
@@ -170,6 +173,9 @@ func (c *Config) validate(v *validator) {
 		}
 		if r.Instances < 1 {
 			v.addf("store.redis.instances", "must be at least 1")
+		}
+		if r.PoolSize < 1 {
+			v.addf("store.redis.pool_size", "must be at least 1")
 		}
 	default:
 		v.addf("store.kind", "unknown store %q (want embedded or redis)", c.Store.Kind)

@@ -90,7 +90,7 @@ func TestFailsClosedWhenRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Kill()
-	for i := range 4 {
+	for i := range 7 {
 		start := time.Now()
 		_, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
 		if !errors.Is(err, budget.ErrStoreUnavailable) {
@@ -101,8 +101,8 @@ func TestFailsClosedWhenRedisIsDown(t *testing.T) {
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("refusing took %v", d)
 		}
-		// After two failures the breaker answers without trying Redis.
-		if open := errors.Is(err, gobreaker.ErrOpenState); open != (i >= 2) {
+		// After five failures the breaker answers without trying Redis.
+		if open := errors.Is(err, gobreaker.ErrOpenState); open != (i >= 5) {
 			t.Fatalf("call %d: breaker open = %v (%v)", i, open, err)
 		}
 	}

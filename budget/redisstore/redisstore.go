@@ -125,7 +125,10 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		Name:        "redis",
 		MaxRequests: 1,
 		Timeout:     opts.BreakerTimeout,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 2 },
+		// Five failures in a row: a dead Redis fails every call at once,
+		// while a burst that makes a few calls wait past their timeout
+		// lets others through in between and does not trip it.
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 5 },
 		// Only failing to reach Redis trips it; a script's own error reply
 		// or a missing key is Redis answering.
 		IsSuccessful: func(err error) bool { return err == nil || isScriptError(err) || errors.Is(err, redis.Nil) },

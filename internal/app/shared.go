@@ -42,6 +42,7 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 		Username:   rc.Username,
 		Password:   rc.Password,
 		DB:         rc.DB,
+		PoolSize:   rc.PoolSize,
 		// Without this go-redis ignores context deadlines and waits its
 		// own read timeout: a frozen Redis would hold requests for seconds.
 		ContextTimeoutEnabled: true,

@@ -117,7 +117,7 @@ func startWith(t testing.TB, su setup) *harness {
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
 	if su.redisAddr != "" {
-		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 100ms\n    settle_timeout: 200ms\n" + su.redisExtra + src
+		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 1s\n    settle_timeout: 1s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
 		t.Cleanup(func() { h.rdb.Close() })
 	}

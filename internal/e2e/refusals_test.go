@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -149,52 +150,64 @@ func TestConcurrentRequestsNeverPassTheCeiling(t *testing.T) {
 	// reply of exactly 50 tokens, so estimate == actual and there are no
 	// refunds to make room mid-run. One request costs prompt + 2×50 µ$.
 	const body = `{"model":"test-model","max_tokens":50,"messages":[{"role":"user","content":"same prompt for everyone"}]}`
-	probe := start(t, monthlyTen, simulated.Options{ReplyTokens: func(uint64) int64 { return 1 << 20 }})
+	full := simulated.Options{ReplyTokens: func(uint64) int64 { return 1 << 20 }}
+	probe := start(t, monthlyTen, full)
 	resp, _ := probe.post("/v1/chat/completions", testKey, body, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("probe status %d", resp.StatusCode)
 	}
 	perRequest := probe.reportedCost("test-model")
 	ceiling := 100*perRequest + perRequest - 1
+	limits := `{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}`
 
-	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: `+strconv.FormatInt(ceiling, 10)+`, period: month}`,
-		simulated.Options{ReplyTokens: func(uint64) int64 { return 1 << 20 }})
-	var ok, refused atomic.Int64
-	var wg sync.WaitGroup
-	tr := &http.Transport{MaxIdleConnsPerHost: 500}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	for range 500 {
-		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPost, h.url+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+testKey)
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
+	for _, tc := range []struct {
+		desc string
+		su   func() setup
+	}{
+		{"one instance, embedded store", func() setup { return setup{teamLimits: limits, sim: full} }},
+		{"four instances sharing Redis", func() setup {
+			return setup{teamLimits: limits, sim: full, redisAddr: redistest.Start(t).Addr, instances: 4, spoolDir: t.TempDir()}
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			h := startWith(t, tc.su())
+			var ok, refused atomic.Int64
+			var wg sync.WaitGroup
+			tr := &http.Transport{MaxIdleConnsPerHost: 500}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			for i := range 500 {
+				wg.Go(func() {
+					status, _, _, err := send(client, h.urls[i%len(h.urls)], body)
+					switch {
+					case err != nil:
+						t.Error(err)
+					case status == 200:
+						ok.Add(1)
+					case status == 429:
+						refused.Add(1)
+					default:
+						t.Errorf("status %d", status)
+					}
+				})
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case 200:
-				ok.Add(1)
-			case 429:
-				refused.Add(1)
-			default:
-				t.Errorf("status %d", resp.StatusCode)
+			wg.Wait()
+			if ok.Load() != 100 || refused.Load() != 400 {
+				t.Fatalf("admitted %d, refused %d; want exactly 100 and 400", ok.Load(), refused.Load())
+			}
+			var spent, pending int64
+			if h.rdb != nil {
+				spent, pending = h.redisSpent()
+			} else {
+				spent, pending = h.spent(teamMonth)
+			}
+			if spent > ceiling || pending != 0 {
+				t.Fatalf("spent %d (ceiling %d), pending %d", spent, ceiling, pending)
+			}
+			if reported := h.reportedCost("test-model"); spent != reported {
+				t.Fatalf("spent %d µ$, upstream reported usage worth %d µ$", spent, reported)
 			}
 		})
-	}
-	wg.Wait()
-	if ok.Load() != 100 || refused.Load() != 400 {
-		t.Fatalf("admitted %d, refused %d; want exactly 100 and 400", ok.Load(), refused.Load())
-	}
-	spent, pending := h.spent(teamMonth)
-	if spent > ceiling || pending != 0 {
-		t.Fatalf("spent %d (ceiling %d), pending %d", spent, ceiling, pending)
-	}
-	if reported := h.reportedCost("test-model"); spent != reported {
-		t.Fatalf("spent %d µ$, upstream reported usage worth %d µ$", spent, reported)
 	}
 }
 

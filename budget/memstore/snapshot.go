@@ -8,8 +8,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/atomicfile"
 )
 
 // snapshotVersion changes when the file format does; an unknown version is
@@ -61,33 +62,8 @@ func (s *Store) Snapshot() error {
 	if err != nil {
 		return fmt.Errorf("memstore: encoding snapshot: %w", err)
 	}
-	return writeAtomic(s.path, data)
-}
-
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("memstore: writing snapshot: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("memstore: writing snapshot: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("memstore: syncing snapshot: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("memstore: closing snapshot: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("memstore: renaming snapshot: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // makes the rename durable where the filesystem supports it
-		d.Close()
+	if err := atomicfile.Write(s.path, data); err != nil {
+		return fmt.Errorf("memstore: %w", err)
 	}
 	return nil
 }

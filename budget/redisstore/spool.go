@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/atomicfile"
 )
 
 // Spool keeps settlements that could not reach Redis: in memory and in an
@@ -129,30 +129,28 @@ func (sp *Spool) rewrite() error {
 	if sp.f == nil {
 		return nil
 	}
-	tmp := sp.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
+	var data []byte
 	for _, c := range sp.pending {
-		line, _ := json.Marshal(c)
-		w.Write(append(line, '\n'))
+		line, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		data = append(append(data, line...), '\n')
 	}
-	if err := errors.Join(w.Flush(), f.Sync(), f.Close()); err != nil {
+	if err := atomicfile.Write(sp.path, data); err != nil {
 		return err
-	}
-	if err := os.Rename(tmp, sp.path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(sp.path)); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	old := sp.f
-	sp.f, err = os.OpenFile(sp.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(sp.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		// The old handle now points at the replaced file: appends through
+		// it would not survive a crash. Report it loudly (Replay's caller
+		// logs it); the next rewrite tries again.
+		return fmt.Errorf("redisstore: reopening spool: %w", err)
+	}
+	sp.f = f
 	old.Close()
-	return err
+	return nil
 }
 
 // Run replays the spool every interval until ctx is done.

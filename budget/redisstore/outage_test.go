@@ -83,14 +83,19 @@ func TestRedisTime(t *testing.T) {
 
 func TestFailsClosedWhenRedisIsDown(t *testing.T) {
 	srv := redistest.Start(t)
-	s := redisstore.New(srv.Client(), redisstore.Options{Timeout: 100 * time.Millisecond})
+	sp, _ := redisstore.OpenSpool("")
+	s := redisstore.New(srv.Client(), redisstore.Options{Timeout: 100 * time.Millisecond, Spool: sp})
 	e := budget.NewEngine(s, time.Minute)
 	l := teamCeiling("acme", 10*budget.Dollar)
 	if _, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Kill()
+	spooledBeforeOpen := 0
 	for i := range 7 {
+		if i == 5 {
+			spooledBeforeOpen = sp.Len()
+		}
 		start := time.Now()
 		_, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
 		if !errors.Is(err, budget.ErrStoreUnavailable) {
@@ -105,6 +110,12 @@ func TestFailsClosedWhenRedisIsDown(t *testing.T) {
 		if open := errors.Is(err, gobreaker.ErrOpenState); open != (i >= 5) {
 			t.Fatalf("call %d: breaker open = %v (%v)", i, open, err)
 		}
+	}
+	// A call that timed out may have reached Redis, so its release is
+	// spooled (and finds nothing if it did not); once the breaker is open
+	// no call is sent and nothing more is spooled.
+	if sp.Len() != spooledBeforeOpen || sp.Len() > 5 {
+		t.Fatalf("spooled %d releases, %d of them after the breaker opened", sp.Len(), sp.Len()-spooledBeforeOpen)
 	}
 }
 

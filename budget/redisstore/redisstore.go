@@ -100,7 +100,9 @@ var _ budget.Store = (*Store)(nil)
 
 // New returns a store on rdb. The client must be built with
 // ContextTimeoutEnabled (go-redis otherwise ignores context deadlines and
-// waits its own ReadTimeout), or the store's timeouts are not kept.
+// waits its own ReadTimeout, so the store's timeouts are not kept) and
+// MaxRetries -1 (a retried script whose first reply was lost would find its
+// own reservation; the store decides what a failed call means).
 func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = "tg"
@@ -236,8 +238,11 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			}
 			// The script may have run before the connection failed: the
 			// caller will refuse the request, so give back whatever was
-			// taken, once Redis answers again.
-			s.spoolRelease(r)
+			// taken, once Redis answers again. A call the breaker refused,
+			// or that could not even connect, never reached Redis.
+			if !neverSent(err) {
+				s.spoolRelease(r)
+			}
 			return budget.Result{Decider: -1}, unavailable("reserve", err)
 		}
 		if len(raw) < 2 {
@@ -336,6 +341,15 @@ func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (b
 		s.mu.Unlock()
 	}
 	return o, err
+}
+
+// neverSent tells errors that prove a call did not reach Redis.
+func neverSent(err error) bool {
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // spoolRelease queues the release of a reservation whose reserve call

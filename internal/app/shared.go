@@ -46,9 +46,18 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 		// Without this go-redis ignores context deadlines and waits its
 		// own read timeout: a frozen Redis would hold requests for seconds.
 		ContextTimeoutEnabled: true,
-		DialTimeout:           2 * time.Second,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// One dial attempt: retrying a refused connection with backoff
+		// outlasts a reservation's timeout and hides a dead Redis from
+		// the breaker, which does the waiting instead.
+		DialerRetries: 1,
+		// No command retries: a script whose reply was lost may have run,
+		// and a retry would then find its own reservation and fail (or,
+		// failing to dial, hide that the first attempt reached Redis).
+		// The store decides what a failed call means.
+		MaxRetries:   -1,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
 	})
 	spool, err := redisstore.OpenSpool(rc.SpoolPath)
 	if err != nil {

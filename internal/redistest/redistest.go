@@ -87,7 +87,7 @@ func (s *Server) Kill() {
 // the gateway's own, it honours context deadlines (go-redis ignores them
 // unless told), so a frozen server cannot hold a call past its timeout.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -137,7 +137,7 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr
 	}
-	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	cl := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, DialerRetries: 1, MaxRetries: -1})
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }

@@ -12,6 +12,9 @@ import (
 type Config struct {
 	// Listen is the gateway's address, e.g. ":8080".
 	Listen string `yaml:"listen"`
+	// MetricsListen, if set, serves /metrics on its own address (e.g.
+	// "127.0.0.1:9464") instead of the gateway's.
+	MetricsListen string `yaml:"metrics_listen"`
 	// MaxBodyBytes bounds a request body; larger ones get 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// TimeZone is the default calendar for budgets (IANA name, default UTC).

@@ -130,6 +130,9 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate(v *validator) {
+	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
+		v.addf("metrics_listen", "want host:port, got %q", c.MetricsListen)
+	}
 	if c.MaxBodyBytes < 1024 {
 		v.addf("max_body_bytes", "must be at least 1024")
 	}

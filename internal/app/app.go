@@ -13,10 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 )
 
 // sweepInterval is how often expired leases are looked for.
@@ -31,6 +36,7 @@ type App struct {
 	shared  *sharedStore    // the Redis store, or nil
 	engine  *budget.Engine
 	gateway *httpapi.Gateway
+	reg     *prometheus.Registry
 }
 
 // New wires a gateway for cfg.
@@ -38,7 +44,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &App{cfg: cfg, log: log}
+	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(a.reg)
 	switch cfg.Store.Kind {
 	case "redis":
 		shared, err := openShared(cfg, log)
@@ -46,6 +54,10 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		a.shared, a.store = shared, shared.store
+		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tollgate_spool_depth",
+			Help: "Settlements waiting in the spool for the budget store.",
+		}, func() float64 { return float64(shared.spool.Len()) }))
 	default:
 		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath})
 		if err != nil {
@@ -54,7 +66,10 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		a.mem, a.store = mem, mem
 	}
 	a.engine = budget.NewEngine(a.store, cfg.Lease)
-	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready}
+	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready, Metrics: m}
+	if cfg.MetricsListen == "" {
+		opts.Gatherer = a.reg
+	}
 	if a.shared != nil {
 		// The local bucket of routes in local_fallback mode: in memory
 		// only, it holds this instance's share while Redis is away.
@@ -80,6 +95,9 @@ func (a *App) ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Registry returns the Prometheus registry every collector is on.
+func (a *App) Registry() *prometheus.Registry { return a.reg }
 
 // Gateway returns the gateway.
 func (a *App) Gateway() *httpapi.Gateway { return a.gateway }
@@ -110,6 +128,18 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if a.cfg.MetricsListen != "" {
+		msrv := &http.Server{Addr: a.cfg.MetricsListen, Handler: promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		mln, err := net.Listen("tcp", a.cfg.MetricsListen)
+		if err != nil {
+			srv.Close()
+			<-errc
+			stopBG()
+			return fmt.Errorf("listening for metrics: %w", err)
+		}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	a.log.Info("serving", "addr", ln.Addr().String(), "store", a.cfg.Store.Kind)
 
 	var err error

@@ -32,19 +32,27 @@ type call struct {
 	// store was unavailable; its spend is recorded as unreserved.
 	degraded string
 	start    time.Time
+	// outcome is the request's result for the metrics: served, refused,
+	// upstream_error, error or client_closed.
+	outcome string
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
 // against every limit at once, forward, stream back, settle.
 func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine}
+		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine, outcome: "error"}
 		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
+		defer g.count(cl, route)
 		body, err := readBody(c, g.maxBody)
 		if err != nil {
+			cl.outcome = "refused"
+			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
 			return err
 		}
 		if err := g.prepare(cl, ep, body); err != nil {
+			cl.outcome = "refused"
+			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
 			return err
 		}
 		user := c.Request().Header.Get(g.userHeader)
@@ -53,27 +61,43 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		limits := cl.principal.Limits(user, cl.req.Model)
 		cl.limits = limits
+		start := time.Now()
 		r, res, err := g.engine.Reserve(c.Request().Context(), limits, cl.estimate)
+		g.metrics.StoreLatency.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
 		if errors.Is(err, budget.ErrStoreUnavailable) {
+			g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
 			r, res, err = g.degrade(c, cl, route, err)
 		}
 		if err != nil {
+			cl.outcome = "refused"
 			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
 				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
 					"estimate_usd_micros", int64(cl.estimate.Cost))
+				g.metrics.Refusals.WithLabelValues(reasonOf(err), refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
 				g.writeRefusal(c, mapError(err), cl.limits)
 				return nil
 			}
+			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
 			if !errors.Is(err, budget.ErrStoreUnavailable) {
+				cl.outcome = "error"
 				g.log.Error("reserving", "request_id", cl.id, "err", err)
 			}
 			return err
 		}
 		cl.reservation = r
+		g.observeBudgets(cl, res)
 		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)
+		switch {
+		case served:
+			cl.outcome = "served"
+		case errors.Is(err, errClientCanceled):
+			cl.outcome = "client_closed"
+		default:
+			cl.outcome = "upstream_error"
+		}
 		g.finish(c.Request().Context(), cl, usage, served)
 		return err
 	}
@@ -87,6 +111,10 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 // store answers again.
 func (g *Gateway) degrade(c echo.Context, cl *call, route string, storeErr error) (*budget.Reservation, budget.Result, error) {
 	mode := g.onUnavailable[route]
+	if mode == "" {
+		mode = "fail_closed"
+	}
+	g.metrics.StoreUnavailable.WithLabelValues(mode, route).Inc()
 	switch mode {
 	case "fail_open":
 		g.countDegraded(mode)
@@ -180,10 +208,16 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	resID := ""
 	if cl.reservation != nil {
 		resID = cl.reservation.ID
+		start := time.Now()
 		outcome, err = cl.engine.Settle(ctx, cl.reservation, actual)
+		g.metrics.StoreLatency.WithLabelValues("settle").Observe(time.Since(start).Seconds())
 		if err != nil {
+			g.metrics.StoreErrors.WithLabelValues("settle").Inc()
 			g.log.Error("settling", "request_id", cl.id, "reservation", resID, "err", err)
 		}
+	}
+	if served {
+		g.observeUsage(cl, u, actual)
 	}
 	if cl.degraded != "" && served {
 		// Spend made while the store was away is charged to it when it
@@ -233,7 +267,12 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 	if t.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.apiKey)
 	}
+	sent := time.Now()
+	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(time.Since(sent).Seconds()) }()
 	resp, err := g.client.Do(req)
+	if err == nil {
+		g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(time.Since(sent).Seconds())
+	}
 	if err != nil {
 		switch {
 		case c.Request().Context().Err() != nil:

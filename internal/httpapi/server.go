@@ -16,9 +16,12 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 )
@@ -45,6 +48,9 @@ type Gateway struct {
 	fallback      *budget.Engine
 	instances     int64
 	degraded      sync.Map // mode → *atomic.Int64
+
+	metrics  *metrics.Metrics
+	gatherer prometheus.Gatherer
 }
 
 // modelRoute is everything the pipeline needs for one model.
@@ -76,6 +82,11 @@ type Options struct {
 	// from while the store is unavailable; its limits are divided by the
 	// configured instance count.
 	Fallback *budget.Engine
+	// Metrics receive the gateway's measurements; nil means a private
+	// registry nobody reads.
+	Metrics *metrics.Metrics
+	// Gatherer, if set, is served at GET /metrics.
+	Gatherer prometheus.Gatherer
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -88,6 +99,9 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	}
 	if opts.Transport == nil {
 		opts.Transport = newTransport()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New(prometheus.NewRegistry())
 	}
 	dir, err := newDirectory(c)
 	if err != nil {
@@ -107,6 +121,8 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		onUnavailable: map[string]string{},
 		fallback:      opts.Fallback,
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
+		metrics:       opts.Metrics,
+		gatherer:      opts.Gatherer,
 	}
 	if c.Store.Kind == "redis" {
 		for _, route := range config.Routes {
@@ -173,6 +189,9 @@ func (g *Gateway) routes() *echo.Echo {
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
+	if g.gatherer != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(g.gatherer, promhttp.HandlerOpts{})))
+	}
 	v1 := e.Group("/v1", g.authenticate)
 	v1.POST("/chat/completions", g.proxy(upstream.Chat, "/v1/chat/completions"))
 	v1.POST("/completions", g.proxy(upstream.Completions, "/v1/completions"))
@@ -196,10 +215,12 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			key = strings.TrimSpace(token)
 		}
 		if key == "" {
+			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
 			return errNoKey
 		}
 		p, ok := g.dir.lookup(key)
 		if !ok {
+			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
 			return errBadKey
 		}
 		c.Set(principalKey, p)

@@ -1,0 +1,106 @@
+package e2e_test
+
+import (
+	"net/http"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// scrape reads /metrics as Prometheus would.
+func (h *harness) scrape() map[string]*dto.MetricFamily {
+	h.t.Helper()
+	resp, err := http.Get(h.url + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		h.t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return fams
+}
+
+// value returns the sample of family name whose labels include want.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("no family %s", name)
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no %s with labels %v", name, want)
+	return 0
+}
+
+func TestMetricsAfterAWorkload(t *testing.T) {
+	h := start(t, monthlyTen+`, {name: rpm, kind: rate, unit: requests, amount: 3, window: 1m}`, simulated.Options{})
+	for i := range 3 {
+		if status, _, body, err := send(http.DefaultClient, h.url, chatBody(i, i == 1)); err != nil || status != 200 {
+			t.Fatalf("request %d: %d %v %s", i, status, err, body)
+		}
+	}
+	if status, _, _, _ := send(http.DefaultClient, h.url, chatBody(9, false)); status != 429 {
+		t.Fatalf("fourth request: %d, want the rate limit", status)
+	}
+	h.post("/v1/chat/completions", "tg-wrong", `{}`, nil)
+	spent, _ := h.spent(teamMonth)
+
+	fams := h.scrape()
+	chat := "/v1/chat/completions"
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"tollgate_requests_total", map[string]string{"route": chat, "team": "ml", "model": "test-model", "outcome": "served"}, 3},
+		{"tollgate_requests_total", map[string]string{"route": chat, "team": "ml", "model": "test-model", "outcome": "refused"}, 1},
+		{"tollgate_refusals_total", map[string]string{"reason": "rate_limited", "scope": "team", "limit": "rpm", "team": "ml"}, 1},
+		{"tollgate_refusals_total", map[string]string{"reason": "unauthorized"}, 1},
+		{"tollgate_spend_usd_micros_total", map[string]string{"team": "ml", "model": "test-model"}, float64(spent)},
+		{"tollgate_tokens_total", map[string]string{"team": "ml", "model": "test-model", "kind": "output"}, float64(h.sim.Stats().Usage["test-model"].CompletionTokens)},
+		{"tollgate_tokens_total", map[string]string{"team": "ml", "model": "test-model", "kind": "input"}, float64(h.sim.Stats().Usage["test-model"].PromptTokens)},
+		{"tollgate_store_operation_duration_seconds", map[string]string{"op": "reserve"}, 4},
+		{"tollgate_store_operation_duration_seconds", map[string]string{"op": "settle"}, 3},
+		{"tollgate_estimate_actual_ratio", map[string]string{"model": "test-model"}, 3},
+		{"tollgate_upstream_time_to_first_byte_seconds", map[string]string{"upstream": "sim"}, 3},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if u := value(t, fams, "tollgate_budget_utilization_ratio", map[string]string{"scope": "team", "team": "ml", "budget": "usd-month"}); u <= 0 || u >= 1 {
+		t.Errorf("budget utilisation %v", u)
+	}
+	if spent == 0 {
+		t.Fatal("nothing spent")
+	}
+}

@@ -1,0 +1,95 @@
+// Package metrics holds Tollgate's Prometheus collectors, registered on a
+// registry passed in. Labels are bounded by the config: route, team, model,
+// upstream, limit names, modes — never key ids, user ids or request data.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the gateway's collectors.
+type Metrics struct {
+	Requests         *prometheus.CounterVec
+	Refusals         *prometheus.CounterVec
+	SpendMicros      *prometheus.CounterVec
+	Tokens           *prometheus.CounterVec
+	BudgetUsed       *prometheus.GaugeVec
+	StoreLatency     *prometheus.HistogramVec
+	StoreErrors      *prometheus.CounterVec
+	StoreUnavailable *prometheus.CounterVec
+	UpstreamLatency  *prometheus.HistogramVec
+	UpstreamTTFB     *prometheus.HistogramVec
+	EstimateRatio    *prometheus.HistogramVec
+	UsageEstimated   *prometheus.CounterVec
+	ShadowRefusals   *prometheus.CounterVec
+}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_requests_total",
+			Help: "Requests by route, team, model and outcome (served, refused, upstream_error, error, client_closed).",
+		}, []string{"route", "team", "model", "outcome"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_refusals_total",
+			Help: "Requests refused by the gateway, by reason and by the scope and name of the deciding limit.",
+		}, []string{"reason", "scope", "limit", "team"}),
+		SpendMicros: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_spend_usd_micros_total",
+			Help: "Settled spend in micro-dollars, by team and model.",
+		}, []string{"team", "model"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_tokens_total",
+			Help: "Settled tokens by team, model and kind (input, cached_input, output, reasoning).",
+		}, []string{"team", "model", "kind"}),
+		BudgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_budget_utilization_ratio",
+			Help: "Share of a budget used or reserved (0..1+), as of the last request that touched it, by scope, team and budget name.",
+		}, []string{"scope", "team", "budget"}),
+		StoreLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_store_operation_duration_seconds",
+			Help:    "Budget store latency by operation (reserve, settle).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"op"}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_store_errors_total",
+			Help: "Budget store calls that failed, by operation.",
+		}, []string{"op"}),
+		StoreUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_store_unavailable_decisions_total",
+			Help: "Requests decided while the budget store was unavailable, by mode (fail_closed, fail_open, local_fallback) and route.",
+		}, []string{"mode", "route"}),
+		UpstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_upstream_duration_seconds",
+			Help:    "Whole upstream exchanges, stream included, by upstream.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10),
+		}, []string{"upstream"}),
+		UpstreamTTFB: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_upstream_time_to_first_byte_seconds",
+			Help:    "Time from sending a request upstream to its response headers (for streams, the first token follows at once), by upstream.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		}, []string{"upstream"}),
+		EstimateRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_estimate_actual_ratio",
+			Help:    "Actual cost divided by the reserved estimate, by model (1 = exact; near 0 = over-reserving; above 1 = the bound was passed).",
+			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1, 1.1, 1.5, 2},
+		}, []string{"model"}),
+		UsageEstimated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_usage_estimated_total",
+			Help: "Settlements whose usage the gateway counted itself (the upstream reported none), by model.",
+		}, []string{"model"}),
+		ShadowRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_shadow_refusals_total",
+			Help: "Requests a limit in shadow mode would have refused, by scope, limit and team; they were served.",
+		}, []string{"scope", "limit", "team"}),
+	}
+	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
+		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)
+	return m
+}
+
+// Since observes the seconds since start on h.
+func Since(h prometheus.Observer, start time.Time) { h.Observe(time.Since(start).Seconds()) }

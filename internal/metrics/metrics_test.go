@@ -1,0 +1,72 @@
+package metrics_test
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-dev/tollgate/internal/metrics"
+)
+
+// metricName finds the tollgate metric names an expression reads.
+var metricName = regexp.MustCompile(`tollgate_[a-z_]+`)
+
+// known returns every series name the gateway can expose, histogram
+// suffixes included, plus the spool gauge the app registers.
+func known(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{"tollgate_spool_depth": true}
+	// Gathering returns only families with samples; describe them instead.
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		metrics.New(describeOnly{ch})
+		close(ch)
+	}()
+	descName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for d := range ch {
+		name := descName.FindStringSubmatch(d.String())[1]
+		for _, suffix := range []string{"", "_bucket", "_count", "_sum"} {
+			out[name+suffix] = true
+		}
+	}
+	return out
+}
+
+// describeOnly is a Registerer that reports each collector's descriptions.
+type describeOnly struct{ ch chan<- *prometheus.Desc }
+
+func (d describeOnly) Register(c prometheus.Collector) error { c.Describe(d.ch); return nil }
+func (d describeOnly) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		c.Describe(d.ch)
+	}
+}
+func (d describeOnly) Unregister(prometheus.Collector) bool { return true }
+
+// The shipped alert rules and dashboard read only series the gateway exports.
+func TestRulesAndDashboardUseRealMetrics(t *testing.T) {
+	names := known(t)
+	for _, f := range []string{"../../deploy/prometheus/alerts.yml", "../../deploy/grafana/tollgate.json"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := metricName.FindAllString(string(data), -1)
+		if len(found) == 0 {
+			t.Fatalf("%s reads no tollgate metric", f)
+		}
+		for _, n := range found {
+			if !names[n] {
+				t.Errorf("%s reads %s, which the gateway does not export", f, n)
+			}
+		}
+	}
+	var dash map[string]any
+	data, _ := os.ReadFile("../../deploy/grafana/tollgate.json")
+	if err := json.Unmarshal(data, &dash); err != nil || len(dash["panels"].([]any)) == 0 {
+		t.Fatalf("dashboard is not valid JSON with panels: %v", err)
+	}
+}

@@ -104,6 +104,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the config file; a bad file is logged and ignored.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = a.Reload(*path)
+			}
+		}
+	}()
 	return a.Serve(ctx, ln)
 }
 

@@ -96,6 +96,23 @@ func (a *App) ready(ctx context.Context) error {
 	return nil
 }
 
+// Reload reads the config file at path and applies it from the next
+// request on. An invalid file, or one that changes what needs a restart, is
+// refused with its errors and the running config stays.
+func (a *App) Reload(path string) error {
+	cfg, err := config.Load(path)
+	if err != nil {
+		a.log.Error("reload refused: the running config stays", "err", err)
+		return err
+	}
+	if err := a.gateway.Reload(cfg); err != nil {
+		a.log.Error("reload refused: the running config stays", "err", err)
+		return err
+	}
+	a.log.Info("config reloaded", "path", path)
+	return nil
+}
+
 // Registry returns the Prometheus registry every collector is on.
 func (a *App) Registry() *prometheus.Registry { return a.reg }
 

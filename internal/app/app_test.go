@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,4 +89,69 @@ func serve(t *testing.T, cfg *config.Config, use func(url string)) *app.App {
 	}
 	http.DefaultClient.CloseIdleConnections()
 	return a
+}
+
+// A reload with a broken file keeps the running config; a good one applies
+// its limits to the next request.
+func TestReload(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tollgate.yaml")
+	write := func(s string) {
+		s = strings.ReplaceAll(s, "${UP}", up.URL+"/v1")
+		s = strings.ReplaceAll(s, "${HASH}", httpapi.HashKey("tg-k"))
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withRPM := func(n string) string {
+		return strings.Replace(strings.Replace(cfgYAML, "store:\n  snapshot_path: ${SNAP}\n", "", 1),
+			`limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1", period: month}]`,
+			`limits: [{name: rpm, kind: rate, unit: requests, amount: `+n+`, window: 1m}]`, 1)
+	}
+	write(withRPM("1"))
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, cfg, func(url string) {}) // the wiring starts and stops cleanly
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	gw := httptest.NewServer(a.Handler())
+	defer gw.Close()
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer tg-k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s1, s2 := status(), status(); s1 != 200 || s2 != 429 {
+		t.Fatalf("under 1 rpm: %d %d", s1, s2)
+	}
+	write("upstreams: [{name: sim, base_url: nope}]\n") // broken
+	if err := a.Reload(path); err == nil || !strings.Contains(err.Error(), "base_url") {
+		t.Fatalf("a broken file was accepted: %v", err)
+	}
+	if s := status(); s != 429 {
+		t.Fatalf("after a refused reload: %d, want the old limit's 429", s)
+	}
+	write(withRPM("100"))
+	if err := a.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if s := status(); s != 200 {
+		t.Fatalf("after reloading 100 rpm: %d", s)
+	}
 }

@@ -35,16 +35,19 @@ type call struct {
 	// outcome is the request's result for the metrics: served, refused,
 	// upstream_error, error or client_closed.
 	outcome string
+	// settings are the gateway's settings when the request arrived.
+	settings *settings
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
 // against every limit at once, forward, stream back, settle.
 func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine, outcome: "error"}
+		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine, outcome: "error",
+			settings: settingsOf(c)}
 		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
 		defer g.count(cl, route)
-		body, err := readBody(c, g.maxBody)
+		body, err := readBody(c, cl.settings.maxBody)
 		if err != nil {
 			cl.outcome = "refused"
 			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
@@ -55,7 +58,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
 			return err
 		}
-		user := c.Request().Header.Get(g.userHeader)
+		user := c.Request().Header.Get(cl.settings.userHeader)
 		if user == "" {
 			user = cl.req.User
 		}
@@ -110,7 +113,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 // and counted; the spend of a request let through is recorded when the
 // store answers again.
 func (g *Gateway) degrade(c echo.Context, cl *call, route string, storeErr error) (*budget.Reservation, budget.Result, error) {
-	mode := g.onUnavailable[route]
+	mode := cl.settings.onUnavailable[route]
 	if mode == "" {
 		mode = "fail_closed"
 	}
@@ -124,9 +127,9 @@ func (g *Gateway) degrade(c echo.Context, cl *call, route string, storeErr error
 	case "local_fallback":
 		local := make([]budget.Limit, len(cl.limits))
 		for i, l := range cl.limits {
-			l.Amount = max(1, l.Amount/g.instances)
+			l.Amount = max(1, l.Amount/cl.settings.instances)
 			if l.Burst > 0 {
-				l.Burst = max(1, l.Burst/g.instances)
+				l.Burst = max(1, l.Burst/cl.settings.instances)
 			}
 			local[i] = l
 		}
@@ -166,7 +169,7 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if err != nil {
 		return err
 	}
-	route, ok := g.models[req.Model]
+	route, ok := cl.settings.models[req.Model]
 	if !ok {
 		return &modelError{model: req.Model}
 	}
@@ -376,7 +379,7 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 			}
 			break
 		}
-		if time.Since(lastExtend) > g.lease/3 {
+		if time.Since(lastExtend) > cl.settings.lease/3 {
 			lastExtend = time.Now()
 			if cl.reservation == nil {
 				continue

@@ -162,6 +162,11 @@ func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Loc
 	switch l.Kind {
 	case "rate":
 		b.Kind = budget.Rate
+		// A token bucket's state is a time in units of its own rate: a
+		// changed rate (a reload) starts a fresh, full bucket rather than
+		// misreading the old one. Budgets keep their buckets: spend
+		// survives any change of ceiling.
+		b.Bucket += fmt.Sprintf("@%d/%s/%d", l.Amount.Value, l.Window, l.Burst.Value)
 	case "budget":
 		b.Kind = budget.Ceiling
 	case "concurrency":

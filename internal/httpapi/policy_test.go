@@ -58,10 +58,10 @@ func TestPrincipalLimits(t *testing.T) {
 		want              []string
 	}{
 		{"no user, plain model: org, team (plan overridden), key plan, anonymous user bucket", "", "gpt-4o", []string{
-			"org:acme:usd-month", "team:acme/ml:rpm", "team:acme/ml:usd-month", "key:acme/k1:rpm", "key:acme/k1:usd-month", "user:acme/ml/-:usd-day"}},
+			"org:acme:usd-month", "team:acme/ml:rpm@100/1m0s/0", "team:acme/ml:usd-month", "key:acme/k1:rpm@100/1m0s/0", "key:acme/k1:usd-month", "user:acme/ml/-:usd-day"}},
 		{"a user with a slash cannot forge another bucket; the model limit applies", "alice/../bob", "org/model", []string{
-			"org:acme:usd-month", "team:acme/ml:rpm", "team:acme/ml:usd-month", "key:acme/k1:rpm", "key:acme/k1:usd-month",
-			"user:acme/ml/alice%2F..%2Fbob:usd-day", "model:acme/ml/org%2Fmodel:tpm"}},
+			"org:acme:usd-month", "team:acme/ml:rpm@100/1m0s/0", "team:acme/ml:usd-month", "key:acme/k1:rpm@100/1m0s/0", "key:acme/k1:usd-month",
+			"user:acme/ml/alice%2F..%2Fbob:usd-day", "model:acme/ml/org%2Fmodel:tpm@1000/1m0s/0"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

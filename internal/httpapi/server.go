@@ -27,30 +27,36 @@ import (
 )
 
 // Gateway serves the OpenAI-compatible API in front of the configured
-// upstreams. Create it with New; it is an http.Handler.
+// upstreams. Create it with New; it is an http.Handler. Reload swaps its
+// config-derived settings atomically: a request uses one settings snapshot
+// from start to end.
 type Gateway struct {
-	echo       *echo.Echo
-	engine     *budget.Engine
-	log        *slog.Logger
-	client     *http.Client
+	echo     *echo.Echo
+	engine   *budget.Engine
+	log      *slog.Logger
+	client   *http.Client
+	ready    func(context.Context) error
+	fallback *budget.Engine
+	degraded sync.Map // mode → *atomic.Int64
+	metrics  *metrics.Metrics
+	gatherer prometheus.Gatherer
+	settings atomic.Pointer[settings]
+}
+
+// settings is everything the gateway derives from a config.
+type settings struct {
 	dir        *directory
 	models     map[string]*modelRoute
 	modelNames []string
 	maxBody    int64
 	userHeader string
 	lease      time.Duration
-	ready      func(context.Context) error
-
 	// What a route does when the store is unavailable (fail_closed when
-	// absent), the local engine and divisor for local_fallback, and how
-	// often each mode was used (logged and counted).
+	// absent), and the divisor of limits for local_fallback.
 	onUnavailable map[string]string
-	fallback      *budget.Engine
 	instances     int64
-	degraded      sync.Map // mode → *atomic.Int64
-
-	metrics  *metrics.Metrics
-	gatherer prometheus.Gatherer
+	// fixed are the parts a reload cannot change (the store, the listener).
+	fixed string
 }
 
 // modelRoute is everything the pipeline needs for one model.
@@ -103,36 +109,49 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(prometheus.NewRegistry())
 	}
+	g := &Gateway{
+		engine:   opts.Engine,
+		log:      opts.Log,
+		client:   &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		ready:    opts.Ready,
+		fallback: opts.Fallback,
+		metrics:  opts.Metrics,
+		gatherer: opts.Gatherer,
+	}
+	st, err := g.newSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	g.settings.Store(st)
+	g.echo = g.routes()
+	return g, nil
+}
+
+// newSettings derives the gateway's settings from c, loading tokenizers.
+func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 	dir, err := newDirectory(c)
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{
-		engine:     opts.Engine,
-		log:        opts.Log,
-		client:     &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		dir:        dir,
-		models:     map[string]*modelRoute{},
-		maxBody:    c.MaxBodyBytes,
-		userHeader: c.UserHeader,
-		lease:      c.Lease,
-		ready:      opts.Ready,
-
+	st := &settings{
+		dir:           dir,
+		models:        map[string]*modelRoute{},
+		maxBody:       c.MaxBodyBytes,
+		userHeader:    c.UserHeader,
+		lease:         c.Lease,
 		onUnavailable: map[string]string{},
-		fallback:      opts.Fallback,
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
-		metrics:       opts.Metrics,
-		gatherer:      opts.Gatherer,
+		fixed:         fmt.Sprintf("%s|%s|%s|%v|%s", c.Listen, c.MetricsListen, c.Store.Kind, c.Store.Redis.Addrs, c.Store.SnapshotPath),
 	}
 	if c.Store.Kind == "redis" {
 		for _, route := range config.Routes {
-			g.onUnavailable[route] = c.Store.Redis.OnUnavailable
+			st.onUnavailable[route] = c.Store.Redis.OnUnavailable
 		}
 		for route, mode := range c.Store.Redis.OnUnavailableRoutes {
-			g.onUnavailable[route] = mode
+			st.onUnavailable[route] = mode
 		}
 	}
-	for route, mode := range g.onUnavailable {
+	for route, mode := range st.onUnavailable {
 		if mode == "local_fallback" && g.fallback == nil {
 			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
 		}
@@ -145,17 +164,32 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 			if err != nil {
 				return nil, fmt.Errorf("httpapi: model %s: %w", name, err)
 			}
-			g.models[name] = &modelRoute{
+			st.models[name] = &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding},
 				price:    budget.Price{Input: budget.Money(m.Input.Value), CachedInput: budget.Money(m.CachedInput.Value), Output: budget.Money(m.Output.Value)},
 				upstream: t,
 			}
-			g.modelNames = append(g.modelNames, name)
+			st.modelNames = append(st.modelNames, name)
 		}
 	}
-	g.echo = g.routes()
-	return g, nil
+	return st, nil
+}
+
+// Reload applies c from the next request on: keys, limits, plans, models,
+// prices and upstreams. Requests in flight finish on the settings they
+// started with. A config that changes what cannot change at run time (the
+// store, the listen addresses) is refused and the running one stays.
+func (g *Gateway) Reload(c *config.Config) error {
+	st, err := g.newSettings(c)
+	if err != nil {
+		return err
+	}
+	if old := g.settings.Load(); old.fixed != st.fixed {
+		return errors.New("httpapi: listen addresses and the store cannot change at run time; restart to apply them")
+	}
+	g.settings.Store(st)
+	return nil
 }
 
 func newTransport() *http.Transport {
@@ -200,7 +234,10 @@ func (g *Gateway) routes() *echo.Echo {
 	return e
 }
 
-const principalKey = "tollgate.principal"
+const (
+	principalKey = "tollgate.principal"
+	settingsKey  = "tollgate.settings"
+)
 
 // authenticate resolves the API key (Authorization: Bearer, or x-api-key).
 func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
@@ -218,12 +255,14 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
 			return errNoKey
 		}
-		p, ok := g.dir.lookup(key)
+		st := g.settings.Load()
+		p, ok := st.dir.lookup(key)
 		if !ok {
 			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
 			return errBadKey
 		}
 		c.Set(principalKey, p)
+		c.Set(settingsKey, st) // the whole request uses the settings its key was found in
 		return next(c)
 	}
 }
@@ -233,6 +272,11 @@ func principalOf(c echo.Context) *Principal {
 	return p
 }
 
+func settingsOf(c echo.Context) *settings {
+	st, _ := c.Get(settingsKey).(*settings)
+	return st
+}
+
 func (g *Gateway) listModels(c echo.Context) error {
 	type model struct {
 		ID      string `json:"id"`
@@ -240,14 +284,14 @@ func (g *Gateway) listModels(c echo.Context) error {
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	p := principalOf(c)
+	p, st := principalOf(c), settingsOf(c)
 	list := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	for _, name := range g.modelNames {
+	for _, name := range st.modelNames {
 		if p.Allows(name) {
-			list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: g.models[name].upstream.name})
+			list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: st.models[name].upstream.name})
 		}
 	}
 	return c.JSON(http.StatusOK, list)

@@ -2,12 +2,16 @@ package app_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +158,86 @@ func TestReload(t *testing.T) {
 	if s := status(); s != 200 {
 		t.Fatalf("after reloading 100 rpm: %d", s)
 	}
+}
+
+// SIGTERM (here: the serve context ending) during 50 streams: every stream
+// completes, every reservation is settled, and the ledger equals the
+// upstream's reported usage.
+func TestShutdownFinishesStreams(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{ChunkDelay: 10 * time.Millisecond, ReplyTokens: func(uint64) int64 { return 60 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
+	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+
+	started := make(chan struct{}, 50)
+	var wg sync.WaitGroup
+	var complete atomic.Int64
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for i := range 50 {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"stream %d"}]}`, i)
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer tg-k")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				started <- struct{}{}
+				return
+			}
+			defer resp.Body.Close()
+			started <- struct{}{}
+			all, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(string(all), "data: [DONE]\n\n") {
+				t.Errorf("stream %d: status %d err %v, ends %q", i, resp.StatusCode, err, tail(all))
+				return
+			}
+			complete.Add(1)
+		})
+	}
+	for range 50 {
+		<-started // every stream has its headers: it is in flight
+	}
+	cancel() // what SIGTERM does in `tollgate serve`
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if complete.Load() != 50 {
+		t.Fatalf("%d of 50 streams completed", complete.Load())
+	}
+	if n := a.Store().Open(); n != 0 {
+		t.Fatalf("%d reservations left open after shutdown", n)
+	}
+	u := sim.Stats().Usage["m"]
+	spent, pending := a.Store().Spent("team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil))
+	if want := u.PromptTokens + 2*u.CompletionTokens; spent != want || pending != 0 || u.Requests != 50 {
+		t.Fatalf("spent %d pending %d; the upstream reported %d requests worth %d µ$", spent, pending, u.Requests, want)
+	}
+	client.CloseIdleConnections()
+}
+
+func tail(b []byte) string {
+	if len(b) > 40 {
+		b = b[len(b)-40:]
+	}
+	return string(b)
 }

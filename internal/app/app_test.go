@@ -2,8 +2,10 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -240,4 +242,83 @@ func tail(b []byte) string {
 		b = b[len(b)-40:]
 	}
 	return string(b)
+}
+
+// One JSON line per request with what an operator needs, and never the API
+// key or the prompt.
+func TestRequestLogLines(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-secret-key-123")}
+	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a, err := app.New(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	gw := httptest.NewServer(a.Handler())
+	defer gw.Close()
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"PROMPT-TEXT-NOT-FOR-LOGS"}]}`,
+		`{"model":"m","max_tokens":1000000,"messages":[{"role":"user","content":"PROMPT-TEXT-NOT-FOR-LOGS"}]}`, // refused: above the model's maximum
+	} {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tg-secret-key-123")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	out := logs.String()
+	for _, secret := range []string{"tg-secret-key-123", "PROMPT-TEXT-NOT-FOR-LOGS"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("the log contains %q:\n%s", secret, out)
+		}
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+			line = m
+		}
+	}
+	if line == nil {
+		t.Fatalf("no request line in:\n%s", out)
+	}
+	for _, k := range []string{"request_id", "org", "team", "key", "model", "reservation", "outcome", "estimate_usd_micros", "actual_usd_micros", "input_tokens", "output_tokens", "usage_estimated"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("request line lacks %s: %v", k, line)
+		}
+	}
+	if line["key"] != "k" || line["team"] != "t" || line["outcome"] != "settled" {
+		t.Errorf("request line %v", line)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -70,6 +70,7 @@ func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Res
 		}
 		return nil, res, fmt.Errorf("reserving: %w", err)
 	}
+	r.Debits = Taken(r.Debits, res)
 	return r, res, nil
 }
 

@@ -130,6 +130,11 @@ type Limit struct {
 	Window time.Duration
 	// Period and Location define a Ceiling's calendar (nil Location = UTC).
 	Period Period
+	// Shadow limits are evaluated and counted but never refuse: a request
+	// they would have refused passes (and leaves their bucket untouched, as
+	// if it had been refused there), so a new limit can be tried on real
+	// traffic before it is enforced.
+	Shadow bool
 	// Location is only read at reservation time, to find the period; it is
 	// not kept with an open reservation.
 	Location *time.Location `json:"-"`

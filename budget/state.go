@@ -2,6 +2,7 @@ package budget
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -46,6 +47,24 @@ type Result struct {
 	// Status holds one entry per limit, in order, after the reservation (or
 	// as found, when refused).
 	Status []Status
+	// Shadowed lists the shadow limits (by index) that would have refused;
+	// their debits were not taken.
+	Shadowed []int
+}
+
+// Taken returns the debits a reservation really took: all but the shadow
+// limits that would have refused.
+func Taken(debits []Debit, res Result) []Debit {
+	if len(res.Shadowed) == 0 {
+		return debits
+	}
+	out := make([]Debit, 0, len(debits)-len(res.Shadowed))
+	for i := range debits {
+		if !slices.Contains(res.Shadowed, i) {
+			out = append(out, debits[i])
+		}
+	}
+	return out
 }
 
 // Status is what is left in one bucket.
@@ -167,12 +186,14 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 		res.Status[i] = s
 		switch {
 		case ok:
-			if !res.Allowed {
-				continue
+			if !res.Allowed || d.Limit.Shadow {
+				continue // a shadow limit never decides
 			}
 			if f := fraction(s); f < tightest {
 				tightest, res.Decider = f, i
 			}
+		case isRefusal(err) && d.Limit.Shadow:
+			res.Shadowed = append(res.Shadowed, i)
 		case isRefusal(err):
 			// The strictest refusal decides: the one that makes the client
 			// wait longest (a spent budget beats a busy rate bucket).
@@ -202,8 +223,8 @@ func Apply(st State, debits []Debit, now time.Time) (Result, error) {
 	if err != nil || !res.Allowed {
 		return res, err
 	}
-	for i := range debits {
-		take(st, &debits[i], now)
+	for _, d := range Taken(debits, res) {
+		take(st, &d, now)
 	}
 	return res, nil
 }

@@ -141,6 +141,9 @@ type Limit struct {
 	Period string `yaml:"period"`
 	// TimeZone overrides the org's calendar for this budget.
 	TimeZone string `yaml:"time_zone"`
+	// Shadow evaluates and counts the limit (metrics, logs) but never
+	// refuses: roll a new limit out and see who it would have refused.
+	Shadow bool `yaml:"shadow"`
 }
 
 // Org is the top scope; it owns teams.

@@ -130,7 +130,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if err != nil {
 		return res, err
 	}
-	s.state.open[r.ID] = openReservation{Debits: r.Debits, Expires: now.Add(r.Lease).UnixMicro()}
+	s.state.open[r.ID] = openReservation{Debits: budget.Taken(r.Debits, res), Expires: now.Add(r.Lease).UnixMicro()}
 	return res, nil
 }
 

@@ -270,7 +270,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 		}
 		if res.Allowed {
 			s.mu.Lock()
-			s.open[r.ID] = r.Debits
+			s.open[r.ID] = budget.Taken(r.Debits, res)
 			s.partitions[partition] = struct{}{}
 			s.mu.Unlock()
 		}
@@ -281,7 +281,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([]string, []any, error) {
 	keys := make([]string, 0, 4+len(r.Debits))
 	keys = append(keys, tag+"res:"+r.ID, tag+"leases", tag+"done:"+r.ID, tag+"ceilings")
-	args := make([]any, 0, 4+7*len(r.Debits))
+	args := make([]any, 0, 4+8*len(r.Debits))
 	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits))
 	for i := range r.Debits {
 		d := &r.Debits[i]
@@ -297,13 +297,13 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 			if err != nil {
 				return nil, nil, err
 			}
-			args = append(args, "r", cost, tol, 0, 0, "", 0)
+			args = append(args, "r", cost, tol, 0, 0, "", shadowArg(l), 0)
 		case budget.Ceiling:
 			end := budget.PeriodEnd(l.Period, now, l.Location)
 			start := budget.PeriodStart(l.Period, now, l.Location)
-			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, ceilingRetention(l.Period).Milliseconds())
+			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, shadowArg(l), ceilingRetention(l.Period).Milliseconds())
 		case budget.Concurrency:
-			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", (2*r.Lease + 24*time.Hour).Milliseconds())
+			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", shadowArg(l), (2*r.Lease + 24*time.Hour).Milliseconds())
 		default:
 			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
 		}
@@ -483,6 +483,13 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 		return budget.Settled, nil
 	}
 	return 0, budget.ErrUnknownReservation
+}
+
+func shadowArg(l *budget.Limit) string {
+	if l.Shadow {
+		return "1"
+	}
+	return "0"
 }
 
 // kindArg is a limit kind as the scripts spell it.

@@ -14,6 +14,7 @@
 --   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
 --   period start µs and end µs (ceiling; 0 0 otherwise),
 --   bucket name (the field of a run-time ceiling in KEYS[4]),
+--   shadow ("1": evaluated, never refuses, not taken when it would refuse),
 --   keep ms: how long the bucket key outlives now (ceiling: after its
 --   period ends; concurrency: from now). Relative, so a test's pinned clock
 --   and Redis's own agree on it.
@@ -24,7 +25,7 @@
 -- recomputes periods from the returned now and calls again).
 
 local n = tonumber(ARGV[4])
-if not n or n < 0 or #KEYS ~= 4 + n or #ARGV ~= 4 + 7 * n then
+if not n or n < 0 or #KEYS ~= 4 + n or #ARGV ~= 4 + 8 * n then
   return redis.error_reply("tollgate: reserve: bad argument count")
 end
 local lease = tonumber(ARGV[2])
@@ -38,12 +39,13 @@ if not now then
 end
 
 -- Validate every argument before the first write.
-local kinds, amounts, caps, starts, ends, names, expires = {}, {}, {}, {}, {}, {}, {}
+local kinds, amounts, caps, starts, ends, names, shadows, expires = {}, {}, {}, {}, {}, {}, {}, {}
 for i = 1, n do
-  local b = 4 + 7 * (i - 1)
+  local b = 4 + 8 * (i - 1)
   kinds[i] = ARGV[b + 1]
   amounts[i], caps[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  starts[i], ends[i], names[i], expires[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6], tonumber(ARGV[b + 7])
+  starts[i], ends[i], names[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6]
+  shadows[i], expires[i] = ARGV[b + 7] == "1", tonumber(ARGV[b + 8])
   local k = kinds[i]
   if (k ~= "r" and k ~= "c" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
       or not starts[i] or not ends[i] or not expires[i] then
@@ -59,6 +61,7 @@ end
 
 local out = {1, now}
 local allowed = true
+local skip = {} -- shadow debits that would refuse: not taken
 local tats, spents, pendings, flights = {}, {}, {}, {}
 for i = 1, n do
   local key, k = KEYS[4 + i], kinds[i]
@@ -66,17 +69,18 @@ for i = 1, n do
   if k == "r" then
     tat = tonumber(redis.call("GET", key) or "0")
     local from = math.max(tat, now)
-    if amounts[i] > caps[i] or from + amounts[i] - now > caps[i] then allowed = false end
+    if amounts[i] > caps[i] or from + amounts[i] - now > caps[i] then skip[i] = true end
   elseif k == "c" then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
     local o = redis.call("HGET", KEYS[4], names[i])
     if o then override = tonumber(o); caps[i] = override end
-    if amounts[i] > caps[i] - spent - pending then allowed = false end
+    if amounts[i] > caps[i] - spent - pending then skip[i] = true end
   else
     flight = tonumber(redis.call("GET", key) or "0")
-    if flight + amounts[i] > caps[i] then allowed = false end
+    if flight + amounts[i] > caps[i] then skip[i] = true end
   end
+  if skip[i] and not shadows[i] then allowed = false end
   tats[i], spents[i], pendings[i], flights[i] = tat, spent, pending, flight
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, override
 end
@@ -88,7 +92,9 @@ end
 local record = {}
 for i = 1, n do
   local key, k = KEYS[4 + i], kinds[i]
-  if k == "r" then
+  if skip[i] then
+    -- a shadow limit that would have refused: counted by the caller, not taken
+  elseif k == "r" then
     local tat = math.max(tats[i], now) + amounts[i]
     -- The key lives until the bucket is full again, then reads as missing.
     redis.call("SET", key, string.format("%.0f", tat), "PX", math.floor((tat - now) / 1000) + 1000)
@@ -99,7 +105,9 @@ for i = 1, n do
     redis.call("INCRBY", key, string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", expires[i]))
   end
-  record[#record + 1] = k .. "\t" .. key .. "\t" .. string.format("%.0f", amounts[i])
+  if not skip[i] then
+    record[#record + 1] = k .. "\t" .. key .. "\t" .. string.format("%.0f", amounts[i])
+  end
 end
 local expiry = now + lease
 redis.call("HSET", KEYS[1], "d", table.concat(record, "\n"), "exp", string.format("%.0f", expiry))

@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"peek changes nothing", peek},
 		{"bad amounts are refused", badAmounts},
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
+		{"shadow limits count but never refuse", shadowLimits},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -442,5 +443,38 @@ func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
 	st, err := s.Peek(ctx, []budget.Limit{team})
 	if err != nil || st[0].Capacity != int64(10*budget.Dollar) || st[0].Remaining != 0 {
 		t.Fatalf("after removing the override: %+v %v", st, err)
+	}
+}
+
+func shadowLimits(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	trial := usdMonth("trial", 1*budget.Dollar)
+	trial.Shadow = true
+	rate := tokensPerMinute("tpm", 600, 100)
+	rate.Shadow = true
+	// Would be refused by both shadow limits: passes, and takes nothing from them.
+	_, res, err := reserve(t, s, "a", time.Minute, budget.Amounts{Cost: 2 * budget.Dollar, Tokens: 500}, team, trial, rate)
+	if err != nil || !res.Allowed {
+		t.Fatalf("a request only shadow limits refuse: %v", err)
+	}
+	if len(res.Shadowed) != 2 || res.Shadowed[0] != 1 || res.Shadowed[1] != 2 || res.Decider != 0 {
+		t.Fatalf("shadowed %v, decider %d; want [1 2] and the team budget deciding", res.Shadowed, res.Decider)
+	}
+	if got := remaining(t, s, trial); got != int64(budget.Dollar) {
+		t.Fatalf("the shadow budget was charged: remaining %d", got)
+	}
+	// Fits the shadow budget: taken from it like from any other.
+	mustReserve(t, s, "b", budget.Amounts{Cost: budget.Dollar / 2, Tokens: 50}, team, trial, rate)
+	if got := remaining(t, s, trial); got != int64(budget.Dollar/2) {
+		t.Fatalf("shadow budget remaining %d, want $0.50", got)
+	}
+	// Settling releases exactly what each reservation took.
+	mustSettle(t, s, "a", budget.Amounts{Cost: budget.Dollar, Tokens: 100}, budget.Settled)
+	mustSettle(t, s, "b", budget.Amounts{Cost: budget.Dollar / 4, Tokens: 20}, budget.Settled)
+	if got := remaining(t, s, trial); got != int64(budget.Dollar*3/4) {
+		t.Fatalf("shadow budget after settling: %d, want $0.75", got)
+	}
+	if got := remaining(t, s, team); got != int64(10*budget.Dollar-budget.Dollar-budget.Dollar/4) {
+		t.Fatalf("team after settling: %d", got)
 	}
 }

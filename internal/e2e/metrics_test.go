@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -102,5 +103,23 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 	}
 	if spent == 0 {
 		t.Fatal("nothing spent")
+	}
+}
+
+// A shadow limit never refuses; what it would have refused is counted and
+// logged, and clients are not told about it.
+func TestShadowLimit(t *testing.T) {
+	h := start(t, monthlyTen+`, {name: rpm-trial, kind: rate, unit: requests, amount: 1, window: 1m, shadow: true}`, simulated.Options{})
+	for i := range 3 {
+		status, hdr, body, err := send(http.DefaultClient, h.url, chatBody(i, false))
+		if err != nil || status != 200 {
+			t.Fatalf("request %d under a shadow limit: %d %v %s", i, status, err, body)
+		}
+		if strings.Contains(hdr.Get("RateLimit-Policy"), "rpm-trial") {
+			t.Fatalf("the shadow limit is advertised: %s", hdr.Get("RateLimit-Policy"))
+		}
+	}
+	if got := value(t, h.scrape(), "tollgate_shadow_refusals_total", map[string]string{"scope": "team", "limit": "rpm-trial", "team": "ml"}); got != 2 {
+		t.Fatalf("shadow refusals = %v, want 2 (the second and third request)", got)
 	}
 }

@@ -30,7 +30,10 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	tightest := -1
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
-		if i > 0 {
+		if l.Shadow {
+			continue // not enforced: nothing for the client to pace by
+		}
+		if len(policy) > 0 {
 			policy = append(policy, ", "...)
 			state = append(state, ", "...)
 		}

@@ -90,6 +90,12 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 			return err
 		}
 		cl.reservation = r
+		for _, i := range res.Shadowed {
+			l := &cl.limits[i]
+			g.metrics.ShadowRefusals.WithLabelValues(l.Scope.String(), l.Name, cl.principal.Team).Inc()
+			g.log.Info("shadow limit would have refused", "request_id", cl.id, "team", cl.principal.Team,
+				"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
+		}
 		g.observeBudgets(cl, res)
 		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)

@@ -156,6 +156,7 @@ func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Loc
 		Name:      l.Name,
 		Scope:     scope,
 		Amount:    l.Amount.Value,
+		Shadow:    l.Shadow,
 		Burst:     l.Burst.Value,
 		Window:    l.Window,
 	}

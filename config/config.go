@@ -70,6 +70,10 @@ type Redis struct {
 	// SpoolPath is the append-only file of settlements waiting for Redis;
 	// empty keeps them in memory only (lost if the process dies too).
 	SpoolPath string `yaml:"spool_path"`
+	// SpoolMax is the spool depth past which /readyz reports the instance
+	// not ready (default 100000): it keeps every settlement, but a load
+	// balancer should send new traffic elsewhere.
+	SpoolMax int `yaml:"spool_max"`
 	// OnUnavailable is what a reservation does when Redis cannot be
 	// reached: "fail_closed" (503, the default), "fail_open" (forward and
 	// settle later), or "local_fallback" (a local bucket per instance with

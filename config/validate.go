@@ -66,6 +66,9 @@ func (c *Config) SetDefaults() {
 		if r.PoolSize == 0 {
 			r.PoolSize = 256
 		}
+		if r.SpoolMax == 0 {
+			r.SpoolMax = 100_000
+		}
 	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]

@@ -173,6 +173,10 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.opts.Now().UnixMicro(), 10)
 }
 
+// BreakerState is the store's breaker: "closed" (calling Redis),
+// "open" (answering unavailable at once) or "half-open" (probing).
+func (s *Store) BreakerState() string { return s.breaker.State().String() }
+
 // do runs one Redis call through the breaker.
 func (s *Store) do(f func() error) error {
 	_, err := s.breaker.Execute(func() (any, error) { return nil, f() })

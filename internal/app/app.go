@@ -58,6 +58,18 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			Name: "tollgate_spool_depth",
 			Help: "Settlements waiting in the spool for the budget store.",
 		}, func() float64 { return float64(shared.spool.Len()) }))
+		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tollgate_store_breaker_open",
+			Help: "1 while the budget store's breaker is open (Redis failing; answering unavailable at once), 0.5 half-open, 0 closed.",
+		}, func() float64 {
+			switch shared.store.BreakerState() {
+			case "open":
+				return 1
+			case "half-open":
+				return 0.5
+			}
+			return 0
+		}))
 	default:
 		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath})
 		if err != nil {

@@ -172,6 +172,9 @@ func (s *sharedStore) ready(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
+	if n := s.spool.Len(); n > s.cfg.SpoolMax {
+		return fmt.Errorf("the spool holds %d settlements, more than spool_max %d", n, s.cfg.SpoolMax)
+	}
 	return nil
 }
 

@@ -18,7 +18,7 @@ var metricName = regexp.MustCompile(`tollgate_[a-z_]+`)
 // suffixes included, plus the spool gauge the app registers.
 func known(t *testing.T) map[string]bool {
 	t.Helper()
-	out := map[string]bool{"tollgate_spool_depth": true}
+	out := map[string]bool{"tollgate_spool_depth": true, "tollgate_store_breaker_open": true} // registered by the app
 	// Gathering returns only families with samples; describe them instead.
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {

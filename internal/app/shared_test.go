@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
@@ -64,5 +65,26 @@ func TestRedisRestartIsReported(t *testing.T) {
 	a.shared.checkRunIDs(context.Background())
 	if !strings.Contains(logs.String(), "run_id changed") {
 		t.Fatalf("restart not reported: %s", logs.String())
+	}
+}
+
+// /readyz fails while more settlements wait than spool_max allows.
+func TestReadyReportsAFullSpool(t *testing.T) {
+	srv := redistest.Start(t)
+	a, err := New(redisConfig(t, srv.Addr, "    spool_max: 1\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := a.shared.spool.Add(&redisstore.SettleCall{ID: "x/y"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.ready(context.Background()); err == nil || !strings.Contains(err.Error(), "spool") {
+		t.Fatalf("ready with 2 spooled and spool_max 1: %v", err)
 	}
 }

@@ -159,3 +159,11 @@ func (s *Server) Signal(sig os.Signal) {
 		s.t.Fatal(err)
 	}
 }
+
+// quiet drops go-redis's own log lines (refused dials while a test has
+// Redis down on purpose); the code under test reports failures itself.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quiet{}) }

@@ -103,6 +103,51 @@ type Upstream struct {
 	Models []string `yaml:"models"`
 	// Timeout bounds one whole upstream exchange, stream included.
 	Timeout time.Duration `yaml:"timeout"`
+	// ConnectTimeout bounds opening a connection (default 10s),
+	// FirstByteTimeout the wait for response headers (default 5m), and
+	// IdleTimeout the gap between two chunks of a stream (default 2m).
+	ConnectTimeout   time.Duration `yaml:"connect_timeout"`
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"`
+	IdleTimeout      time.Duration `yaml:"idle_timeout"`
+	// Queue paces requests to the provider's quota; nil means none.
+	Queue *Queue `yaml:"queue"`
+	// Breaker opens after consecutive failures.
+	Breaker Breaker `yaml:"breaker"`
+	// Fallbacks are upstreams (serving the same models) tried in order
+	// when this one's breaker is open or its queue is full.
+	Fallbacks []string `yaml:"fallbacks"`
+	// Prices override the models table for models served here (a fallback
+	// provider may charge differently); requests are reserved at the
+	// highest price among the upstreams that may serve them and settled at
+	// the price of the one that did.
+	Prices map[string]Price `yaml:"prices"`
+}
+
+// Queue is an upstream's leaky bucket: requests wait fairly across teams
+// and leave at Rate per second and/or TokensPerMinute, and/or at most
+// Concurrency at a time.
+type Queue struct {
+	MaxLength       int           `yaml:"max_length"`
+	Rate            float64       `yaml:"rate"`
+	TokensPerMinute int64         `yaml:"tokens_per_minute"`
+	Concurrency     int           `yaml:"concurrency"`
+	MaxWait         time.Duration `yaml:"max_wait"`
+}
+
+// Breaker opens after Failures consecutive failures (connection errors,
+// timeouts, 5xx, 429) for OpenFor, then lets Probes requests test it.
+// Zero values: 5, 30s, 1.
+type Breaker struct {
+	Failures uint32        `yaml:"failures"`
+	OpenFor  time.Duration `yaml:"open_for"`
+	Probes   uint32        `yaml:"probes"`
+}
+
+// Price is a per-upstream price, per one million tokens.
+type Price struct {
+	Input       Money `yaml:"input"`
+	CachedInput Money `yaml:"cached_input"`
+	Output      Money `yaml:"output"`
 }
 
 // Model is one priced model.

@@ -78,6 +78,15 @@ func (c *Config) SetDefaults() {
 		if u.Timeout == 0 {
 			u.Timeout = DefaultUpstreamTimeout
 		}
+		if u.ConnectTimeout == 0 {
+			u.ConnectTimeout = 10 * time.Second
+		}
+		if u.FirstByteTimeout == 0 {
+			u.FirstByteTimeout = 5 * time.Minute
+		}
+		if u.IdleTimeout == 0 {
+			u.IdleTimeout = 2 * time.Minute
+		}
 	}
 	for name, m := range c.Models {
 		if m.DefaultOutputTokens == 0 && !m.Embedding {
@@ -220,8 +229,12 @@ func (c *Config) validate(v *validator) {
 		}
 	}
 
-	served := map[string]string{}
+	served := map[string]string{} // model → its primary upstream
 	upstreams := map[string]bool{}
+	fallbacksOf := map[string][]string{}
+	for _, u := range c.Upstreams {
+		fallbacksOf[u.Name] = u.Fallbacks
+	}
 	for i, u := range c.Upstreams {
 		p := fmt.Sprintf("upstreams.%d", i)
 		if !ValidID.MatchString(u.Name) {
@@ -239,6 +252,32 @@ func (c *Config) validate(v *validator) {
 		if u.Timeout < time.Second {
 			v.addf(p+".timeout", "must be at least 1s")
 		}
+		if u.ConnectTimeout < time.Millisecond || u.FirstByteTimeout < time.Millisecond || u.IdleTimeout < time.Millisecond {
+			v.addf(p, "timeouts must be at least 1ms")
+		}
+		for j, f := range u.Fallbacks {
+			if f == u.Name {
+				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "an upstream cannot fall back to itself")
+			} else if _, ok := fallbacksOf[f]; !ok {
+				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "unknown upstream %q", f)
+			}
+		}
+		if q := u.Queue; q != nil {
+			if q.Rate < 0 || q.TokensPerMinute < 0 || q.Concurrency < 0 || q.MaxLength < 0 || q.MaxWait < 0 {
+				v.addf(p+".queue", "values must not be negative")
+			}
+			if q.Rate == 0 && q.TokensPerMinute == 0 && q.Concurrency == 0 {
+				v.addf(p+".queue", "set rate, tokens_per_minute or concurrency")
+			}
+		}
+		for m, pr := range u.Prices {
+			if !slices.Contains(u.Models, m) {
+				v.addf(p+".prices."+m, "model %q is not served by this upstream", m)
+			}
+			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.Output.Value < 0 {
+				v.addf(p+".prices."+m, "price must not be negative")
+			}
+		}
 		if len(u.Models) == 0 {
 			v.addf(p+".models", "lists no model")
 		}
@@ -246,8 +285,11 @@ func (c *Config) validate(v *validator) {
 			if _, ok := c.Models[m]; !ok {
 				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no entry in models (every served model needs a price)", m)
 			}
-			if other, dup := served[m]; dup {
-				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q is already served by upstream %q", m, other)
+			if primary, dup := served[m]; dup {
+				if !slices.Contains(fallbacksOf[primary], u.Name) {
+					v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q is already served by upstream %q (list %q in its fallbacks to serve it here too)", m, primary, u.Name)
+				}
+				continue
 			}
 			served[m] = u.Name
 		}

@@ -77,8 +77,17 @@ func mapError(err error) refusal {
 		refused *budget.RefusedError
 		reqErr  *upstream.RequestError
 		mErr    *modelError
+		upErr   *upstreamRefused
 	)
 	switch {
+	case errors.As(err, &upErr):
+		msg := map[string]string{
+			"upstream_circuit_open":  "The upstream is failing and its circuit is open; the request was not forwarded.",
+			"upstream_backing_off":   "The upstream asked to back off; the request was not forwarded.",
+			"upstream_queue_full":    "The upstream's queue is full; the request was not forwarded.",
+			"upstream_queue_timeout": "The request waited its maximum in the upstream's queue; it was not forwarded.",
+		}[upErr.code]
+		return refusal{status: http.StatusServiceUnavailable, retryAfter: max(upErr.retryAfter, time.Second), body: apiError{Message: msg, Type: "server_error", Code: upErr.code}}
 	case errors.As(err, &refused):
 		return mapRefused(refused)
 	case errors.As(err, &reqErr):

@@ -24,7 +24,10 @@ func (g *Gateway) count(cl *call, route string) {
 func reasonOf(err error) string {
 	var reqErr *upstream.RequestError
 	var mErr *modelError
+	var upErr *upstreamRefused
 	switch {
+	case errors.As(err, &upErr):
+		return upErr.code
 	case errors.Is(err, budget.ErrExhausted):
 		return "budget_exhausted"
 	case errors.Is(err, budget.ErrRateLimited):

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/breaker"
+	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
 // call is one request on its way through the pipeline.
@@ -37,6 +40,8 @@ type call struct {
 	outcome string
 	// settings are the gateway's settings when the request arrived.
 	settings *settings
+	// served is the upstream that answered (a fallback, maybe).
+	served *candidate
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
@@ -99,11 +104,15 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		g.observeBudgets(cl, res)
 		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)
+		var upErr *upstreamRefused
 		switch {
 		case served:
 			cl.outcome = "served"
 		case errors.Is(err, errClientCanceled):
 			cl.outcome = "client_closed"
+		case errors.As(err, &upErr):
+			cl.outcome = "refused"
+			g.metrics.Refusals.WithLabelValues(upErr.code, "upstream", "", cl.principal.Team).Inc()
 		default:
 			cl.outcome = "upstream_error"
 		}
@@ -186,9 +195,14 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if err != nil {
 		return err
 	}
-	cost, err := route.price.Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
-	if err != nil {
-		return &upstream.RequestError{Message: "the request is too large to price"}
+	// Any candidate upstream may serve it: reserve at the dearest.
+	var cost budget.Money
+	for _, cand := range route.candidates {
+		c, err := cand.price.Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
+		if err != nil {
+			return &upstream.RequestError{Message: "the request is too large to price"}
+		}
+		cost = max(cost, c)
 	}
 	cl.req, cl.route, cl.prep = req, route, prep
 	cl.estimate = budget.Amounts{Tokens: prep.InputTokens + prep.MaxOutputTokens, Requests: 1, Cost: cost}
@@ -203,7 +217,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	defer cancel()
 	actual := budget.Amounts{}
 	if served {
-		cost, err := cl.route.price.Cost(u)
+		cost, err := cl.served.price.Cost(u)
 		if err != nil {
 			// Usage we cannot price is charged at the reservation: over,
 			// never under.
@@ -256,16 +270,88 @@ var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
 // organisation would describe Tollgate's account, not the client's limits.
 var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version"}
 
-// forward sends the prepared request upstream and writes the answer to the
-// client. served is false when the upstream did not serve the request (an
-// error status, or no answer); usage is then meaningless.
+// upstreamRefused is a request no candidate upstream would take: every
+// breaker open (or backing off), every queue full or timed out.
+type upstreamRefused struct {
+	code       string
+	retryAfter time.Duration
+}
+
+func (e *upstreamRefused) Error() string { return "httpapi: upstream refused: " + e.code }
+
+// forward sends the prepared request to the first candidate upstream that
+// takes it — its breaker closed, its queue admitting it — and writes the
+// answer to the client. served is false when no upstream served the
+// request (refusals, error statuses, no answer); usage is then meaningless.
 func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool, err error) {
-	t := cl.route.upstream
+	ctx := c.Request().Context()
+	refused := &upstreamRefused{}
+	skipped := ""
+	for _, cand := range cl.route.candidates {
+		t := cand.target
+		done, ra, err := t.breaker.Allow()
+		if err != nil {
+			refused.note(map[bool]string{true: "upstream_backing_off", false: "upstream_circuit_open"}[errors.Is(err, breaker.ErrBackoff)], ra)
+			skipped = t.name
+			continue
+		}
+		release := func() {}
+		if t.queue != nil {
+			start := time.Now()
+			g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len() + 1))
+			rel, ra, err := t.queue.Wait(ctx, cl.principal.Team, cl.estimate.Tokens)
+			g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len()))
+			result := "admitted"
+			switch {
+			case errors.Is(err, queue.ErrFull):
+				result = "full"
+			case errors.Is(err, queue.ErrDeadline):
+				result = "timeout"
+			case err != nil:
+				result = "cancelled"
+			}
+			g.metrics.QueueWait.WithLabelValues(t.name, result).Observe(time.Since(start).Seconds())
+			if err != nil {
+				done(context.Canceled) // not the upstream's doing
+				if ctx.Err() != nil {
+					return u, false, errClientCanceled
+				}
+				refused.note(map[bool]string{true: "upstream_queue_full", false: "upstream_queue_timeout"}[errors.Is(err, queue.ErrFull)], ra)
+				skipped = t.name
+				continue
+			}
+			release = rel
+		}
+		if skipped != "" {
+			g.metrics.Fallbacks.WithLabelValues(skipped, t.name).Inc()
+		}
+		cl.served = &cand
+		u, served, failure, err := g.exchange(c, cl, t)
+		release()
+		done(failure)
+		return u, served, err
+	}
+	g.log.Warn("no upstream took the request", "request_id", cl.id, "model", cl.req.Model, "reason", refused.code)
+	return u, false, refused
+}
+
+// note keeps the refusal that lets the client retry soonest.
+func (e *upstreamRefused) note(code string, ra time.Duration) {
+	if e.code == "" || ra < e.retryAfter {
+		e.code, e.retryAfter = code, ra
+	}
+}
+
+// exchange sends the request to t and relays the answer. failure is what
+// t's breaker is told: nil for an answer (4xx included), breaker.ErrFailed
+// for connection errors, timeouts, 5xx and 429, context.Canceled when the
+// client left.
+func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage, served bool, failure, err error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), t.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+cl.req.Endpoint.Path(), bytes.NewReader(cl.prep.Body))
 	if err != nil {
-		return u, false, err
+		return u, false, nil, err
 	}
 	for _, k := range forwardHeaders {
 		if v := c.Request().Header.Get(k); v != "" {
@@ -278,21 +364,20 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 	}
 	sent := time.Now()
 	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(time.Since(sent).Seconds()) }()
-	resp, err := g.client.Do(req)
-	if err == nil {
-		g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(time.Since(sent).Seconds())
-	}
+	resp, err := t.client.Do(req)
 	if err != nil {
+		var ne net.Error
 		switch {
 		case c.Request().Context().Err() != nil:
-			return u, false, errClientCanceled
-		case errors.Is(err, context.DeadlineExceeded):
-			return u, false, errUpstreamTime
+			return u, false, context.Canceled, errClientCanceled
+		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			return u, false, breaker.ErrFailed, errUpstreamTime
 		}
 		g.log.Warn("upstream unreachable", "request_id", cl.id, "upstream", t.name, "err", err)
-		return u, false, errUpstream
+		return u, false, breaker.ErrFailed, errUpstream
 	}
 	defer resp.Body.Close()
+	g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(time.Since(sent).Seconds())
 
 	h := c.Response().Header()
 	for _, k := range returnHeaders {
@@ -304,15 +389,44 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 	if resp.StatusCode != http.StatusOK {
 		// The upstream refused or failed: pass its answer through and
 		// charge nothing (providers do not bill failed requests).
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			failure = breaker.ErrFailed
+			if ra := parseRetryAfter(resp.Header); ra > 0 {
+				t.breaker.Backoff(ra)
+				writeRetryAfter(h, ra)
+			}
+		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		c.Response().WriteHeader(resp.StatusCode)
 		_, _ = c.Response().Write(body)
-		return u, false, nil
+		return u, false, failure, nil
 	}
 	if cl.req.Stream && isEventStream(resp.Header.Get("Content-Type")) {
-		return g.stream(c, cl, resp.Body), true, nil
+		body := newIdleReader(resp.Body, t.idle, cancel)
+		defer body.stop()
+		u := g.stream(c, cl, body)
+		if body.fired() {
+			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
+			return u, true, breaker.ErrFailed, nil
+		}
+		return u, true, nil, nil
 	}
-	return g.copyJSON(c, cl, resp), true, nil
+	return g.copyJSON(c, cl, resp), true, nil, nil
+}
+
+// parseRetryAfter reads Retry-After-Ms or Retry-After (seconds or a date).
+func parseRetryAfter(h http.Header) time.Duration {
+	if ms, err := strconv.ParseInt(h.Get("Retry-After-Ms"), 10, 64); err == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	v := h.Get("Retry-After")
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return time.Until(at)
+	}
+	return 0
 }
 
 func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }

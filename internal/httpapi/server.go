@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,8 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/breaker"
+	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
 // Gateway serves the OpenAI-compatible API in front of the configured
@@ -34,13 +37,16 @@ type Gateway struct {
 	echo     *echo.Echo
 	engine   *budget.Engine
 	log      *slog.Logger
-	client   *http.Client
 	ready    func(context.Context) error
 	fallback *budget.Engine
 	degraded sync.Map // mode → *atomic.Int64
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	settings atomic.Pointer[settings]
+
+	transport http.RoundTripper // set in tests; nil: one per upstream
+	stateMu   sync.Mutex
+	upstreams map[string]*upstreamState
 }
 
 // settings is everything the gateway derives from a config.
@@ -59,19 +65,38 @@ type settings struct {
 	fixed string
 }
 
-// modelRoute is everything the pipeline needs for one model.
+// modelRoute is everything the pipeline needs for one model: how to count
+// it, and the upstreams that may serve it, the primary first.
 type modelRoute struct {
-	model    upstream.Model
-	price    budget.Price
-	upstream *target
+	model      upstream.Model
+	candidates []candidate
 }
 
-// target is one upstream endpoint.
+// candidate is one upstream that may serve a model, at its price there.
+type candidate struct {
+	target *target
+	price  budget.Price
+}
+
+// target is one upstream endpoint with its protection: a client with its
+// timeouts, a breaker and an optional queue.
 type target struct {
 	name    string
 	baseURL string
 	apiKey  string
-	timeout time.Duration
+	timeout time.Duration // the whole exchange
+	idle    time.Duration // between two stream chunks
+	client  *http.Client
+	breaker *breaker.Breaker
+	queue   *queue.Queue
+}
+
+// upstreamState is what outlives a reload for an upstream name: its
+// breaker, and its queue while the queue's config is unchanged.
+type upstreamState struct {
+	breaker  *breaker.Breaker
+	queue    *queue.Queue
+	queueCfg config.Queue
 }
 
 // Options are the gateway's collaborators. Engine is required.
@@ -103,20 +128,18 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Transport == nil {
-		opts.Transport = newTransport()
-	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(prometheus.NewRegistry())
 	}
 	g := &Gateway{
-		engine:   opts.Engine,
-		log:      opts.Log,
-		client:   &http.Client{Transport: opts.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		ready:    opts.Ready,
-		fallback: opts.Fallback,
-		metrics:  opts.Metrics,
-		gatherer: opts.Gatherer,
+		engine:    opts.Engine,
+		log:       opts.Log,
+		ready:     opts.Ready,
+		fallback:  opts.Fallback,
+		metrics:   opts.Metrics,
+		gatherer:  opts.Gatherer,
+		transport: opts.Transport,
+		upstreams: map[string]*upstreamState{},
 	}
 	st, err := g.newSettings(c)
 	if err != nil {
@@ -156,20 +179,41 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
 		}
 	}
+	targets := map[string]*target{}
+	byName := map[string]config.Upstream{}
 	for _, u := range c.Upstreams {
-		t := &target{name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout}
+		targets[u.Name] = g.target(u)
+		byName[u.Name] = u
+	}
+	price := func(u config.Upstream, model string) budget.Price {
+		p, ok := u.Prices[model]
+		if !ok {
+			m := c.Models[model]
+			p = config.Price{Input: m.Input, CachedInput: m.CachedInput, Output: m.Output}
+		}
+		return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value), Output: budget.Money(p.Output.Value)}
+	}
+	for _, u := range c.Upstreams {
 		for _, name := range u.Models {
+			if _, seen := st.models[name]; seen {
+				continue // served here as another upstream's fallback
+			}
 			m := c.Models[name]
 			counter, err := tokenizer.Load(m.Encoding)
 			if err != nil {
 				return nil, fmt.Errorf("httpapi: model %s: %w", name, err)
 			}
-			st.models[name] = &modelRoute{
+			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding},
-				price:    budget.Price{Input: budget.Money(m.Input.Value), CachedInput: budget.Money(m.CachedInput.Value), Output: budget.Money(m.Output.Value)},
-				upstream: t,
+				candidates: []candidate{{targets[u.Name], price(u, name)}},
 			}
+			for _, f := range u.Fallbacks {
+				if fu := byName[f]; slices.Contains(fu.Models, name) {
+					route.candidates = append(route.candidates, candidate{targets[f], price(fu, name)})
+				}
+			}
+			st.models[name] = route
 			st.modelNames = append(st.modelNames, name)
 		}
 	}
@@ -192,10 +236,51 @@ func (g *Gateway) Reload(c *config.Config) error {
 	return nil
 }
 
-func newTransport() *http.Transport {
+// target builds the endpoint of upstream u, keeping the breaker (and the
+// queue, if its config did not change) of an earlier config.
+func (g *Gateway) target(u config.Upstream) *target {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	state, ok := g.upstreams[u.Name]
+	if !ok {
+		name := u.Name
+		state = &upstreamState{breaker: breaker.New(name,
+			breaker.Settings{Failures: u.Breaker.Failures, OpenFor: u.Breaker.OpenFor, Probes: u.Breaker.Probes},
+			func(from, to string) {
+				g.metrics.BreakerTransitions.WithLabelValues(name, to).Inc()
+				g.metrics.BreakerState.WithLabelValues(name).Set(map[string]float64{"closed": 0, "half-open": 0.5, "open": 1}[to])
+				g.log.Warn("upstream breaker", "upstream", name, "from", from, "to", to)
+			}, nil)}
+		g.metrics.BreakerState.WithLabelValues(name).Set(0)
+		g.upstreams[u.Name] = state
+	}
+	var qcfg config.Queue
+	if u.Queue != nil {
+		qcfg = *u.Queue
+	}
+	if state.queue == nil || qcfg != state.queueCfg {
+		state.queue, state.queueCfg = nil, qcfg
+		if u.Queue != nil {
+			state.queue = queue.New(queue.Config{MaxLength: qcfg.MaxLength, Rate: qcfg.Rate, TokensPerMinute: qcfg.TokensPerMinute,
+				Concurrency: qcfg.Concurrency, MaxWait: qcfg.MaxWait}, nil)
+		}
+	}
+	rt := g.transport
+	if rt == nil {
+		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
+	}
+	return &target{
+		name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
+		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		breaker: state.breaker, queue: state.queue,
+	}
+}
+
+func newTransport(connect, firstByte time.Duration) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: firstByte,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   512,
@@ -291,7 +376,7 @@ func (g *Gateway) listModels(c echo.Context) error {
 	}{Object: "list", Data: []model{}}
 	for _, name := range st.modelNames {
 		if p.Allows(name) {
-			list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: st.models[name].upstream.name})
+			list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: st.models[name].candidates[0].target.name})
 		}
 	}
 	return c.JSON(http.StatusOK, list)

@@ -24,6 +24,12 @@ type Metrics struct {
 	EstimateRatio    *prometheus.HistogramVec
 	UsageEstimated   *prometheus.CounterVec
 	ShadowRefusals   *prometheus.CounterVec
+
+	QueueDepth         *prometheus.GaugeVec
+	QueueWait          *prometheus.HistogramVec
+	BreakerState       *prometheus.GaugeVec
+	BreakerTransitions *prometheus.CounterVec
+	Fallbacks          *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -85,7 +91,29 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tollgate_shadow_refusals_total",
 			Help: "Requests a limit in shadow mode would have refused, by scope, limit and team; they were served.",
 		}, []string{"scope", "limit", "team"}),
+		QueueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_upstream_queue_depth",
+			Help: "Requests waiting in an upstream's queue.",
+		}, []string{"upstream"}),
+		QueueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_upstream_queue_wait_seconds",
+			Help:    "Time requests waited in an upstream's queue, by upstream and result (admitted, full, timeout, cancelled).",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"upstream", "result"}),
+		BreakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_upstream_breaker_state",
+			Help: "An upstream's circuit breaker: 0 closed, 0.5 half-open, 1 open.",
+		}, []string{"upstream"}),
+		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_upstream_breaker_transitions_total",
+			Help: "Circuit breaker state changes, by upstream and new state.",
+		}, []string{"upstream", "to"}),
+		Fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_upstream_fallbacks_total",
+			Help: "Requests served by a fallback because the upstream before it was refused (breaker open, backing off, queue full), by the upstream skipped and the one that served.",
+		}, []string{"from", "to"}),
 	}
+	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)
 	return m

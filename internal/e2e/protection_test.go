@@ -1,0 +1,199 @@
+package e2e_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// faulty is a simulated upstream that can be told to fail.
+type faulty struct {
+	sim    *simulated.Server
+	srv    *httptest.Server
+	status atomic.Int64 // non-zero: answer every request with it
+	calls  atomic.Int64
+	header http.Header
+}
+
+func newFaulty(t *testing.T, opts simulated.Options) *faulty {
+	t.Helper()
+	sim, err := simulated.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faulty{sim: sim, header: http.Header{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		if s := f.status.Load(); s != 0 {
+			for k, v := range f.header {
+				w.Header()[k] = v
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(int(s))
+			io.WriteString(w, `{"error":{"message":"injected","type":"server_error","code":"injected"}}`)
+			return
+		}
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// protected runs a gateway over upstreams primary (and, if given, backup,
+// its fallback), both serving test-model; backup charges double.
+func protected(t *testing.T, primary, backup *faulty, primaryExtra string) (url string, a *app.App) {
+	t.Helper()
+	src := `
+upstreams:
+  - name: primary
+    base_url: ` + primary.srv.URL + `/v1
+    models: [test-model]
+    breaker: {failures: 3, open_for: 300ms}
+` + primaryExtra
+	if backup != nil {
+		src += `    fallbacks: [backup]
+  - name: backup
+    base_url: ` + backup.srv.URL + `/v1
+    models: [test-model]
+    prices: {test-model: {input: "$2", output: "$4"}}
+`
+	}
+	src += `
+models:
+  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [` + monthlyTen + `]
+        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(a.Handler())
+	t.Cleanup(func() { gw.Close(); a.Close() })
+	return gw.URL, a
+}
+
+func spentNow(t *testing.T, a *app.App) (int64, int64) {
+	t.Helper()
+	period := budget.PeriodID(budget.Month, time.Now(), nil)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s, p := a.Store().Spent(teamMonth, period)
+		if p == 0 || time.Now().After(deadline) {
+			return s, p
+		}
+	}
+}
+
+func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
+	up := newFaulty(t, simulated.Options{})
+	url, a := protected(t, up, nil, "")
+	up.status.Store(500)
+	for i := range 3 {
+		if status, _, _, _ := send(http.DefaultClient, url, chatBody(i, false)); status != 500 {
+			t.Fatalf("failure %d passed through as %d", i, status)
+		}
+	}
+	calls := up.calls.Load()
+	status, hdr, body, _ := send(http.DefaultClient, url, chatBody(9, false))
+	if status != 503 || !strings.Contains(body, "upstream_circuit_open") || hdr.Get("Retry-After") == "" {
+		t.Fatalf("with the breaker open: %d %s (Retry-After %q)", status, body, hdr.Get("Retry-After"))
+	}
+	if up.calls.Load() != calls {
+		t.Fatal("a request went upstream while the breaker was open")
+	}
+	if spent, pending := spentNow(t, a); spent != 0 || pending != 0 {
+		t.Fatalf("failed and refused requests were charged: spent %d pending %d", spent, pending)
+	}
+	up.status.Store(0)
+	time.Sleep(350 * time.Millisecond) // open_for: the breaker half-opens
+	if status, _, _, _ := send(http.DefaultClient, url, chatBody(10, false)); status != 200 {
+		t.Fatalf("the probe after open_for: %d", status)
+	}
+	if status, _, _, _ := send(http.DefaultClient, url, chatBody(11, false)); status != 200 {
+		t.Fatalf("after a good probe the breaker should be closed: %d", status)
+	}
+}
+
+func TestFallbackServesAtItsPrice(t *testing.T) {
+	primary := newFaulty(t, simulated.Options{})
+	backup := newFaulty(t, simulated.Options{})
+	url, a := protected(t, primary, backup, "")
+	primary.status.Store(503)
+	for i := range 3 {
+		send(http.DefaultClient, url, chatBody(i, false)) // trip the primary
+	}
+	status, hdr, body, _ := send(http.DefaultClient, url, chatBody(5, false))
+	if status != 200 || hdr.Get("X-Tollgate-Upstream") != "backup" {
+		t.Fatalf("with the primary's breaker open: %d from %q: %s", status, hdr.Get("X-Tollgate-Upstream"), body)
+	}
+	u := backup.sim.Stats().Usage["test-model"]
+	// The backup charges $2/$4 per 1M: twice the table price.
+	if spent, _ := spentNow(t, a); spent != 2*u.PromptTokens+4*u.CompletionTokens || spent == 0 {
+		t.Fatalf("spent %d, want the backup's price for %+v", spent, u)
+	}
+}
+
+func TestUpstream429IsHonoured(t *testing.T) {
+	up := newFaulty(t, simulated.Options{})
+	url, _ := protected(t, up, nil, "")
+	up.header.Set("Retry-After", "30")
+	up.status.Store(429)
+	if status, hdr, _, _ := send(http.DefaultClient, url, chatBody(1, false)); status != 429 || hdr.Get("Retry-After") != "30" {
+		t.Fatalf("the upstream's 429: %d, Retry-After %q", status, hdr.Get("Retry-After"))
+	}
+	calls := up.calls.Load()
+	status, hdr, body, _ := send(http.DefaultClient, url, chatBody(2, false))
+	ra, _ := strconv.Atoi(hdr.Get("Retry-After"))
+	if status != 503 || !strings.Contains(body, "upstream_backing_off") || ra < 29 || ra > 30 || up.calls.Load() != calls {
+		t.Fatalf("during the upstream's Retry-After: %d %s (Retry-After %q)", status, body, hdr.Get("Retry-After"))
+	}
+}
+
+func TestQueueFullRefusesAndReleases(t *testing.T) {
+	up := newFaulty(t, simulated.Options{ChunkDelay: 20 * time.Millisecond, ReplyTokens: func(uint64) int64 { return 20 }})
+	url, a := protected(t, up, nil, "    queue: {concurrency: 1, max_length: 1, max_wait: 5s}\n")
+	var wg sync.WaitGroup
+	statuses := make(chan int, 2)
+	for i := range 2 { // one streaming upstream, one waiting in the queue
+		wg.Go(func() {
+			status, _, _, _ := send(http.DefaultClient, url, chatBody(i, true))
+			statuses <- status
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
+	status, hdr, body, _ := send(http.DefaultClient, url, chatBody(7, false))
+	if status != 503 || !strings.Contains(body, "upstream_queue_full") || hdr.Get("Retry-After") == "" {
+		t.Fatalf("third request: %d %s (Retry-After %q)", status, body, hdr.Get("Retry-After"))
+	}
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != 200 {
+			t.Fatalf("a queued request ended %d", s)
+		}
+	}
+	u := up.sim.Stats().Usage["test-model"]
+	if spent, pending := spentNow(t, a); spent != u.PromptTokens+2*u.CompletionTokens || pending != 0 || u.Requests != 2 {
+		t.Fatalf("spent %d pending %d for %+v: the refused request must leave nothing", spent, pending, u)
+	}
+}

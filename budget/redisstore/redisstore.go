@@ -40,12 +40,15 @@ var (
 	expiredLua string
 	//go:embed peek.lua
 	peekLua string
+	//go:embed pace.lua
+	paceLua string
 
 	reserveScript = redis.NewScript(reserveLua)
 	settleScript  = redis.NewScript(settleLua)
 	extendScript  = redis.NewScript(extendLua)
 	expiredScript = redis.NewScript(expiredLua)
 	peekScript    = redis.NewScript(peekLua)
+	paceScript    = redis.NewScript(paceLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's
@@ -648,4 +651,31 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 		return unavailable("setting a ceiling", err)
 	}
 	return nil
+}
+
+// ErrPaceTooFar: the upstream's next free slot is further away than the
+// caller would wait; nothing was taken.
+var ErrPaceTooFar = errors.New("redisstore: the upstream's next slot is too far away")
+
+// Pace takes the next slot of upstream's shared drain for a request that
+// occupies interval of it, and returns how long to wait for that slot. All
+// instances sharing the Redis share the drain, so together they send at the
+// configured rate. A slot further than maxWait is not taken: the error is
+// ErrPaceTooFar and wait says how far it was.
+func (s *Store) Pace(ctx context.Context, upstream string, interval, maxWait time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	key := s.opts.Prefix + ":{pace:" + upstream + "}:drain"
+	var raw []int64
+	err := s.do(func() (err error) {
+		raw, err = paceScript.Run(ctx, s.rdb, []string{key}, interval.Microseconds(), maxWait.Microseconds(), s.nowArg()).Int64Slice()
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("pacing", err)
+	}
+	if raw[0] < 0 {
+		return time.Duration(raw[1]) * time.Microsecond, ErrPaceTooFar
+	}
+	return time.Duration(raw[0]) * time.Microsecond, nil
 }

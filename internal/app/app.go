@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
 // sweepInterval is how often expired leases are looked for.
@@ -90,6 +91,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		opts.Fallback = budget.NewEngine(local, cfg.Lease)
+		opts.Pacer = func(upstream string) queue.Pacer { return redisPacer{a.shared.store, upstream} }
 	}
 	gw, err := httpapi.New(cfg, opts)
 	if err != nil {

@@ -209,3 +209,17 @@ func (s *sharedStore) close() error {
 	}
 	return errors.Join(s.spool.Close(), s.rdb.Close())
 }
+
+// redisPacer is an upstream queue's drain shared through Redis.
+type redisPacer struct {
+	store    *redisstore.Store
+	upstream string
+}
+
+func (p redisPacer) Pace(ctx context.Context, interval, maxWait time.Duration) (time.Duration, bool, error) {
+	wait, err := p.store.Pace(ctx, p.upstream, interval, maxWait)
+	if errors.Is(err, redisstore.ErrPaceTooFar) {
+		return wait, true, nil
+	}
+	return wait, false, err
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,6 +71,8 @@ type harness struct {
 	gwCalls  atomic.Int64 // requests that reached the gateway
 	upCalls  atomic.Int64 // requests that reached the upstream
 	upBodies chan []byte
+	upMu     sync.Mutex
+	upTimes  []time.Time // when each request reached the upstream
 }
 
 // start runs the simulated upstream and a gateway whose ml team has
@@ -90,6 +93,8 @@ type setup struct {
 	spoolDir   string
 	// redisExtra is more YAML under store.redis (indented four spaces).
 	redisExtra string
+	// upstreamExtra is more YAML for the upstream (indented four spaces).
+	upstreamExtra string
 }
 
 func startWith(t testing.TB, su setup) *harness {
@@ -106,6 +111,9 @@ func startWith(t testing.TB, su setup) *harness {
 	h.sim = sim
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.upCalls.Add(1)
+		h.upMu.Lock()
+		h.upTimes = append(h.upTimes, time.Now())
+		h.upMu.Unlock()
 		body, _ := io.ReadAll(r.Body)
 		select {
 		case h.upBodies <- body:
@@ -116,6 +124,7 @@ func startWith(t testing.TB, su setup) *harness {
 	}))
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
+	src = strings.Replace(src, "    api_key: upstream-secret\n", "    api_key: upstream-secret\n"+su.upstreamExtra, 1)
 	if su.redisAddr != "" {
 		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 1s\n    settle_timeout: 1s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})

@@ -280,3 +280,49 @@ func TestRoutesDegradeAsConfigured(t *testing.T) {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// Three instances send as fast as they can through one upstream limited to
+// 40 requests a second: together they keep to it, second by second.
+func TestDistributedPacing(t *testing.T) {
+	const rate = 40
+	srv := redistest.Start(t)
+	h := startWith(t, setup{
+		teamLimits: monthlyTen,
+		redisAddr:  srv.Addr, instances: 3, spoolDir: t.TempDir(),
+		upstreamExtra: "    queue: {rate: 40, max_length: 1000, max_wait: 2s}\n",
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	stop := time.Now().Add(11500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for c := range 3 * 12 {
+		wg.Go(func() {
+			for i := c; time.Now().Before(stop); i += 36 {
+				if _, _, _, err := send(client, h.urls[c%3], chatBody(i, false)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h.upMu.Lock()
+	times := append([]time.Time(nil), h.upTimes...)
+	h.upMu.Unlock()
+	if len(times) == 0 {
+		t.Fatal("nothing reached the upstream")
+	}
+	// Ten whole seconds of steady state, after the first.
+	from := times[0].Add(time.Second)
+	counts := make([]int, 10)
+	for _, at := range times {
+		if k := int(at.Sub(from) / time.Second); at.After(from) && k < 10 {
+			counts[k]++
+		}
+	}
+	t.Logf("upstream requests per second: %v", counts)
+	for k, n := range counts {
+		if n < rate*95/100 || n > rate*105/100 {
+			t.Fatalf("second %d saw %d requests, want %d ± 5%% (all: %v)", k, n, rate, counts)
+		}
+	}
+}

@@ -45,6 +45,7 @@ type Gateway struct {
 	settings atomic.Pointer[settings]
 
 	transport http.RoundTripper // set in tests; nil: one per upstream
+	pacer     func(upstream string) queue.Pacer
 	stateMu   sync.Mutex
 	upstreams map[string]*upstreamState
 }
@@ -118,6 +119,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Gatherer, if set, is served at GET /metrics.
 	Gatherer prometheus.Gatherer
+	// Pacer, if set, returns the shared drain of an upstream's queue (all
+	// instances together keep its rate); nil paces each instance alone.
+	Pacer func(upstream string) queue.Pacer
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -139,6 +143,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		metrics:   opts.Metrics,
 		gatherer:  opts.Gatherer,
 		transport: opts.Transport,
+		pacer:     opts.Pacer,
 		upstreams: map[string]*upstreamState{},
 	}
 	st, err := g.newSettings(c)
@@ -261,8 +266,12 @@ func (g *Gateway) target(u config.Upstream) *target {
 	if state.queue == nil || qcfg != state.queueCfg {
 		state.queue, state.queueCfg = nil, qcfg
 		if u.Queue != nil {
+			var pacer queue.Pacer
+			if g.pacer != nil {
+				pacer = g.pacer(u.Name)
+			}
 			state.queue = queue.New(queue.Config{MaxLength: qcfg.MaxLength, Rate: qcfg.Rate, TokensPerMinute: qcfg.TokensPerMinute,
-				Concurrency: qcfg.Concurrency, MaxWait: qcfg.MaxWait}, nil)
+				Concurrency: qcfg.Concurrency, MaxWait: qcfg.MaxWait}, nil, pacer)
 		}
 	}
 	rt := g.transport

@@ -202,7 +202,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func TestQueueWaitsReleasesAndTimesOut(t *testing.T) {
 	clock := &fakeClock{now: t0}
-	q := New(Config{Rate: 10, MaxWait: time.Second}, clock)
+	q := New(Config{Rate: 10, MaxWait: time.Second}, clock, nil)
 	done, _, err := q.Wait(context.Background(), "a", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func TestQueueWaitsReleasesAndTimesOut(t *testing.T) {
 	}
 
 	// One that waits past MaxWait is refused with a retry hint.
-	slow := New(Config{Concurrency: 1, MaxWait: time.Second}, clock)
+	slow := New(Config{Concurrency: 1, MaxWait: time.Second}, clock, nil)
 	hold, _, _ := slow.Wait(context.Background(), "a", 1)
 	type result struct {
 		ra  time.Duration

@@ -197,3 +197,31 @@ func TestQueueFullRefusesAndReleases(t *testing.T) {
 		t.Fatalf("spent %d pending %d for %+v: the refused request must leave nothing", spent, pending, u)
 	}
 }
+
+func TestUpstreamTimeouts(t *testing.T) {
+	t.Run("first byte", func(t *testing.T) {
+		up := newFaulty(t, simulated.Options{Latency: 500 * time.Millisecond})
+		url, a := protected(t, up, nil, "    first_byte_timeout: 100ms\n")
+		status, _, body, _ := send(http.DefaultClient, url, chatBody(1, false))
+		if status != 504 || !strings.Contains(body, "upstream_timeout") {
+			t.Fatalf("no headers within first_byte_timeout: %d %s", status, body)
+		}
+		if spent, pending := spentNow(t, a); spent != 0 || pending != 0 {
+			t.Fatalf("a timed-out request was charged: %d %d", spent, pending)
+		}
+	})
+	t.Run("idle gap in a stream", func(t *testing.T) {
+		up := newFaulty(t, simulated.Options{ChunkDelay: 300 * time.Millisecond, ReplyTokens: func(uint64) int64 { return 40 }})
+		url, a := protected(t, up, nil, "    idle_timeout: 100ms\n")
+		status, _, body, _ := send(http.DefaultClient, url, chatBody(1, true))
+		if status != 200 || strings.Contains(body, "[DONE]") {
+			t.Fatalf("a stalled stream: %d, ended with [DONE]: %v", status, strings.Contains(body, "[DONE]"))
+		}
+		// Charged for the prompt and what was relayed before the stall,
+		// not for the 1000-token reservation nor for nothing.
+		spent, pending := spentNow(t, a)
+		if pending != 0 || spent == 0 || spent >= 1000 {
+			t.Fatalf("after the stall: spent %d pending %d", spent, pending)
+		}
+	})
+}

@@ -225,3 +225,74 @@ func TestUpstreamTimeouts(t *testing.T) {
 		}
 	})
 }
+
+// Every way a stream can go wrong ends in one ledger entry with the right
+// amount and the right "estimated" flag, charged exactly once.
+func TestStreamFaultsAreChargedOnce(t *testing.T) {
+	const capTokens = 20
+	body := `{"model":"test-model","stream":true,"max_tokens":` + strconv.Itoa(capTokens) + `,"messages":[{"role":"user","content":"tell me a long story"}]}`
+	tests := []struct {
+		desc      string
+		fault     simulated.Fault
+		reply     int64
+		estimated bool
+		// want returns the output tokens the entry must charge, given what
+		// the upstream delivered and reported.
+		want func(delivered, reported int64) int64
+	}{
+		{"truncated stream: the tokens relayed", simulated.Truncate, 16, true, func(d, _ int64) int64 { return d }},
+		{"usage dropped: the tokens relayed", simulated.DropUsage, 16, true, func(d, _ int64) int64 { return d }},
+		{"stalled stream cut by the idle timeout: the tokens relayed", simulated.Stall, 16, true, func(d, _ int64) int64 { return d }},
+		{"usage sent twice: counted once", simulated.DoubleUsage, 16, false, func(_, r int64) int64 { return r }},
+		{"max_tokens ignored: cut at the bound, charged the reservation", simulated.IgnoreMaxTokens, 400, true, func(_, _ int64) int64 { return capTokens }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			up := newFaulty(t, simulated.Options{Fault: tc.fault, ReplyTokens: func(uint64) int64 { return tc.reply }})
+			url, a := protected(t, up, nil, "    idle_timeout: 200ms\n")
+			var mu sync.Mutex
+			var entries []httpapi.Entry
+			a.Gateway().OnSettle(func(e httpapi.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			spent, pending := spentNow(t, a)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(entries) != 1 {
+				t.Fatalf("%d ledger entries, want 1", len(entries))
+			}
+			e := entries[0]
+			st := up.sim.Stats().Usage["test-model"]
+			wantOut := tc.want(st.DeliveredTokens, st.CompletionTokens)
+			if e.Usage.OutputTokens != wantOut || e.Usage.Estimated != tc.estimated {
+				t.Fatalf("entry output %d estimated %v; want %d and %v (delivered %d, reported %d)",
+					e.Usage.OutputTokens, e.Usage.Estimated, wantOut, tc.estimated, st.DeliveredTokens, st.CompletionTokens)
+			}
+			if e.Cost != budget.Money(e.Usage.InputTokens+2*e.Usage.OutputTokens) || spent != int64(e.Cost) || pending != 0 {
+				t.Fatalf("entry cost %v for %+v; budget spent %d pending %d", e.Cost, e.Usage, spent, pending)
+			}
+			if tc.fault == simulated.IgnoreMaxTokens {
+				if e.Cost != e.Reserved || !strings.Contains(string(got), "output_limit_reached") || !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+					t.Fatalf("overrun: cost %v reserved %v; stream ends %q", e.Cost, e.Reserved, tail(got))
+				}
+				if n := strings.Count(string(got), `"content":" `); n*2 > capTokens {
+					t.Fatalf("the client got %d content chunks (2 tokens each) past a %d-token cap", n, capTokens)
+				}
+			}
+		})
+	}
+}
+
+func tail(b []byte) string {
+	if len(b) > 60 {
+		b = b[len(b)-60:]
+	}
+	return string(b)
+}

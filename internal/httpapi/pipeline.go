@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -42,6 +43,8 @@ type call struct {
 	settings *settings
 	// served is the upstream that answered (a fallback, maybe).
 	served *candidate
+	// routePath is the gateway route, e.g. /v1/chat/completions.
+	routePath string
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
@@ -49,7 +52,7 @@ type call struct {
 func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine, outcome: "error",
-			settings: settingsOf(c)}
+			settings: settingsOf(c), routePath: route}
 		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
 		defer g.count(cl, route)
 		body, err := readBody(c, cl.settings.maxBody)
@@ -249,6 +252,15 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 			g.log.Error("recording spend made while the store was unavailable", "request_id", cl.id, "err", err)
 		}
 	}
+	if f := g.ledger.Load(); f != nil {
+		e := Entry{Time: time.Now(), RequestID: cl.id, ReservationID: resID, Org: cl.principal.Org, Team: cl.principal.Team,
+			Key: cl.principal.Key, Route: cl.routePath, Model: cl.req.Model, Usage: u, Cost: actual.Cost, Reserved: cl.estimate.Cost,
+			Served: served, Outcome: outcome.String(), Degraded: cl.degraded}
+		if cl.served != nil {
+			e.Upstream = cl.served.target.name
+		}
+		(*f)(e)
+	}
 	g.log.Info("request",
 		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
 		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded,
@@ -404,7 +416,7 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 	if cl.req.Stream && isEventStream(resp.Header.Get("Content-Type")) {
 		body := newIdleReader(resp.Body, t.idle, cancel)
 		defer body.stop()
-		u := g.stream(c, cl, body)
+		u := g.stream(c, cl, body, cancel)
 		if body.fired() {
 			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
 			return u, true, breaker.ErrFailed, nil
@@ -465,7 +477,7 @@ func (cl *call) reservedUsage() budget.Usage {
 // is dropped when the client did not ask for it. A stream that ends without
 // usage (cut short, client gone) is charged for its input estimate and the
 // output the gateway saw, counted with the model's tokenizer.
-func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage {
+func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()) budget.Usage {
 	w := c.Response()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -475,6 +487,9 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 
 	meter := upstream.NewStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
 	events := upstream.NewEventReader(body)
+	bound := cl.prep.MaxOutputTokens
+	var counted int64 // output tokens counted so far, from countedBytes of text
+	countedBytes := 0
 	lastExtend := time.Now()
 	for {
 		raw, data, err := events.Next()
@@ -482,6 +497,18 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 			usageOnly, perr := meter.Observe(data)
 			if perr != nil {
 				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
+			}
+			// Mid-stream metering: a token is at least a byte, so counting
+			// starts only once the text could have reached the bound; then
+			// each new piece is counted as it passes.
+			if text := meter.Text(); len(text) >= int(bound) && len(text) > countedBytes {
+				counted += cl.route.model.Counter.Count(text[countedBytes:])
+				countedBytes = len(text)
+				if counted > bound || meter.Truncated() {
+					g.endOverrun(w, cl, counted)
+					cancel()
+					return cl.reservedUsage()
+				}
 			}
 			if !usageOnly || cl.prep.ClientWantsUsage {
 				if _, werr := w.Write(raw); werr != nil {
@@ -512,9 +539,20 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader) budget.Usage 
 	if u, ok := meter.Usage(); ok {
 		return u
 	}
-	out := cl.prep.MaxOutputTokens
+	out := bound
 	if !meter.Truncated() {
 		out = min(out, cl.route.model.Counter.Count(meter.Text()))
 	}
 	return budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: out, Estimated: true}
+}
+
+// endOverrun ends a stream whose upstream went past the output bound the
+// gateway reserved (it ignored max_tokens): a final error event, then
+// [DONE]. The request is settled at its reservation.
+func (g *Gateway) endOverrun(w *echo.Response, cl *call, counted int64) {
+	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.req.Model,
+		"bound", cl.prep.MaxOutputTokens, "counted", counted)
+	g.metrics.StreamsCut.WithLabelValues(cl.req.Model).Inc()
+	_, _ = fmt.Fprintf(w, "data: {\"error\":{\"message\":\"The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.\",\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", cl.prep.MaxOutputTokens)
+	w.Flush()
 }

@@ -44,6 +44,7 @@ type Gateway struct {
 	gatherer prometheus.Gatherer
 	settings atomic.Pointer[settings]
 
+	ledger    atomic.Pointer[func(Entry)]
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
 	stateMu   sync.Mutex
@@ -444,3 +445,23 @@ func (g *Gateway) countDegraded(mode string) {
 	v, _ := g.degraded.LoadOrStore(mode, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
 }
+
+// Entry is one settlement, as the ledger records it.
+type Entry struct {
+	Time          time.Time
+	RequestID     string
+	ReservationID string
+	Org, Team     string
+	Key           string // the key's id, never the key
+	Route, Model  string
+	Upstream      string
+	Usage         budget.Usage // Usage.Estimated: the gateway counted it
+	Cost          budget.Money
+	Reserved      budget.Money
+	Served        bool
+	Outcome       string
+	Degraded      string
+}
+
+// OnSettle sets the function every settlement is handed to (the ledger).
+func (g *Gateway) OnSettle(f func(Entry)) { g.ledger.Store(&f) }

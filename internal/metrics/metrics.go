@@ -30,6 +30,7 @@ type Metrics struct {
 	BreakerState       *prometheus.GaugeVec
 	BreakerTransitions *prometheus.CounterVec
 	Fallbacks          *prometheus.CounterVec
+	StreamsCut         *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -113,6 +114,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Requests served by a fallback because the upstream before it was refused (breaker open, backing off, queue full), by the upstream skipped and the one that served.",
 		}, []string{"from", "to"}),
 	}
+	m.StreamsCut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_streams_cut_total",
+		Help: "Streams the gateway ended because the upstream passed the reserved output bound (it ignored max_tokens), by model.",
+	}, []string{"model"})
+	reg.MustRegister(m.StreamsCut)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)

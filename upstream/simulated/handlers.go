@@ -196,6 +196,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 			}
 		}
 		s.record(req.Model, u.PromptTokens, u.CompletionTokens)
+		s.delivered(req.Model, completion)
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id(prefix, seed), "object": object, "created": created, "model": req.Model,
 			"choices": out, "usage": u, "system_fingerprint": "fp_simulated"})
@@ -240,31 +241,41 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		return map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
 			"model": req.Model, "choices": []any{c}, "system_fingerprint": "fp_simulated"}
 	}
-	var delivered int64
+	half := completion / 2
+	var sent int64
 	for i, c := range choices {
 		if chat && !send(chunk(i, "", nil, true)) {
 			return
 		}
 		// Two words a chunk, as real streams carry a token or a few.
-		ws := strings.SplitAfter(c.text, " ")
-		for j := 0; j < len(ws); j += 2 {
-			piece := strings.Join(ws[j:min(j+2, len(ws))], "")
-			if piece == "" {
-				continue
+		words := strings.Fields(c.text)
+		for j := 0; j < len(words); j += 2 {
+			piece := " " + strings.Join(words[j:min(j+2, len(words))], " ")
+			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= half {
+				if s.opts.Fault == Stall {
+					<-r.Context().Done()
+				}
+				return // cut: no finish, no usage, no [DONE]
 			}
 			if !send(chunk(i, piece, nil, false)) {
 				return
 			}
+			n := int64(min(2, len(words)-j))
+			sent += n
+			s.delivered(req.Model, n)
 		}
 		if !send(chunk(i, "", c.finish, false)) {
 			return
 		}
-		delivered += c.tokens
 	}
-	s.record(req.Model, u.PromptTokens, u.CompletionTokens)
-	if req.StreamOptions.IncludeUsage {
-		if !send(map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
-			"model": req.Model, "choices": []any{}, "usage": u}) {
+	usageChunk := map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
+		"model": req.Model, "choices": []any{}, "usage": u}
+	if req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage {
+		s.record(req.Model, u.PromptTokens, u.CompletionTokens)
+		if !send(usageChunk) {
+			return
+		}
+		if s.opts.Fault == DoubleUsage && !send(usageChunk) {
 			return
 		}
 	}

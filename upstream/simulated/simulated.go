@@ -35,7 +35,25 @@ type Options struct {
 	ReplyTokens func(seed uint64) int64
 	// Dimensions is the default embedding size (1536 if zero).
 	Dimensions int
+	// Fault makes streams misbehave, as real upstreams sometimes do.
+	Fault Fault
 }
+
+// Fault is a way a stream can go wrong.
+type Fault uint8
+
+const (
+	// Truncate ends a stream halfway: no finish, no usage, no [DONE].
+	Truncate Fault = iota + 1
+	// DropUsage never sends the usage chunk, even when asked.
+	DropUsage
+	// Stall sends half a stream, then nothing until the client leaves.
+	Stall
+	// IgnoreMaxTokens generates ReplyTokens whatever the request's cap.
+	IgnoreMaxTokens
+	// DoubleUsage sends the (cumulative) usage chunk twice.
+	DoubleUsage
+)
 
 // Server is the simulated upstream. It is an http.Handler.
 type Server struct {
@@ -53,9 +71,11 @@ type Stats struct {
 	Usage map[string]Reported
 }
 
-// Reported is usage as reported to the client.
+// Reported is usage as reported to the client, and the output tokens
+// actually sent (which differ when a stream is cut short or its usage lost).
 type Reported struct {
 	Requests, PromptTokens, CompletionTokens int64
+	DeliveredTokens                          int64
 }
 
 // New returns a server.
@@ -119,6 +139,14 @@ func (s *Server) record(model string, prompt, completion int64) {
 	s.stats.Usage[model] = r
 }
 
+func (s *Server) delivered(model string, tokens int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.stats.Usage[model]
+	r.DeliveredTokens += tokens
+	s.stats.Usage[model] = r
+}
+
 func (s *Server) counter(model string) *tokenizer.Counter {
 	enc := s.opts.Encodings[model]
 	if enc == "" {
@@ -168,6 +196,9 @@ func (s *Server) replyTokens(seed uint64, limit int64) (n int64, finish string) 
 	n = 10 + int64(seed%90)
 	if s.opts.ReplyTokens != nil {
 		n = s.opts.ReplyTokens(seed)
+	}
+	if s.opts.Fault == IgnoreMaxTokens {
+		return n, "stop"
 	}
 	if limit > 0 && n >= limit {
 		return limit, "length"

@@ -7,6 +7,7 @@ import "fmt"
 type Usage struct {
 	InputTokens       int64 // all prompt tokens, cached ones included
 	CachedInputTokens int64 // the part of InputTokens read from the provider's cache
+	CacheWriteTokens  int64 // the part of InputTokens written to the provider's cache (Anthropic)
 	OutputTokens      int64 // completion tokens, reasoning tokens included
 	ReasoningTokens   int64 // the part of OutputTokens spent on reasoning (informational)
 	// Estimated is true when the upstream reported no usage and the gateway
@@ -24,13 +25,13 @@ const maxTokens = 1 << 40
 // Validate refuses negative, inconsistent or absurd figures, so that a broken
 // or hostile upstream body cannot turn a charge into a refund.
 func (u Usage) Validate() error {
-	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.OutputTokens, u.ReasoningTokens} {
+	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
 		if v < 0 || v > maxTokens {
 			return fmt.Errorf("budget: usage figure %d out of range", v)
 		}
 	}
-	if u.CachedInputTokens > u.InputTokens {
-		return fmt.Errorf("budget: cached input tokens %d exceed input tokens %d", u.CachedInputTokens, u.InputTokens)
+	if u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens {
+		return fmt.Errorf("budget: cached (%d) and cache-write (%d) input tokens exceed input tokens %d", u.CachedInputTokens, u.CacheWriteTokens, u.InputTokens)
 	}
 	if u.ReasoningTokens > u.OutputTokens {
 		return fmt.Errorf("budget: reasoning tokens %d exceed output tokens %d", u.ReasoningTokens, u.OutputTokens)

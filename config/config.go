@@ -92,7 +92,8 @@ type Redis struct {
 // Upstream is one provider endpoint.
 type Upstream struct {
 	Name string `yaml:"name"`
-	// Kind is the wire protocol: "openai" (any OpenAI-compatible API).
+	// Kind is the wire protocol: "openai" (any OpenAI-compatible API) or
+	// "anthropic" (the Messages API).
 	Kind string `yaml:"kind"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. ${ENV} is expanded.
 	BaseURL string `yaml:"base_url"`
@@ -147,6 +148,7 @@ type Breaker struct {
 type Price struct {
 	Input       Money `yaml:"input"`
 	CachedInput Money `yaml:"cached_input"`
+	CacheWrite  Money `yaml:"cache_write"`
 	Output      Money `yaml:"output"`
 }
 
@@ -159,7 +161,15 @@ type Model struct {
 	// integer micro-dollars or a dollar string such as "$2.50".
 	Input       Money `yaml:"input"`
 	CachedInput Money `yaml:"cached_input"`
-	Output      Money `yaml:"output"`
+	// CacheWrite is the price of input written to the provider's cache
+	// (Anthropic's cache_creation_input_tokens).
+	CacheWrite Money `yaml:"cache_write"`
+	Output     Money `yaml:"output"`
+	// TokenRatio scales the BPE count into an upper bound for models whose
+	// tokenizer is not public (Claude): input tokens are estimated as
+	// ceil(count × ratio) + a margin. Default 1.0; Anthropic models default
+	// to 1.35. Tune it with tollgate_estimate_actual_ratio.
+	TokenRatio float64 `yaml:"token_ratio"`
 	// MaxOutputTokens is the model's own output limit; a request asking for
 	// more is refused.
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`

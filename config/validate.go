@@ -22,6 +22,12 @@ const (
 	DefaultUpstreamTimeout  = 10 * time.Minute
 	DefaultOutputCap        = 4096
 	DefaultRateWindow       = time.Minute
+	// DefaultClaudeTokenRatio bounds Claude's token count from a BPE count
+	// (o200k_base or cl100k_base) of the same text: Claude's tokenizer is not
+	// public, and on English prose, code and CJK it produces more tokens than
+	// OpenAI's encodings. Operators tune it per model from the metric
+	// tollgate_estimate_actual_ratio.
+	DefaultClaudeTokenRatio = 1.35
 )
 
 // SetDefaults fills every zero field that has a documented default.
@@ -88,7 +94,21 @@ func (c *Config) SetDefaults() {
 			u.IdleTimeout = 2 * time.Minute
 		}
 	}
+	anthropic := map[string]bool{}
+	for _, u := range c.Upstreams {
+		if u.Kind == "anthropic" {
+			for _, m := range u.Models {
+				anthropic[m] = true
+			}
+		}
+	}
 	for name, m := range c.Models {
+		if m.TokenRatio == 0 {
+			m.TokenRatio = 1
+			if anthropic[name] {
+				m.TokenRatio = DefaultClaudeTokenRatio
+			}
+		}
 		if m.DefaultOutputTokens == 0 && !m.Embedding {
 			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
 		}
@@ -207,7 +227,7 @@ func (c *Config) validate(v *validator) {
 		for _, f := range []struct {
 			field string
 			m     Money
-		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"output", m.Output}} {
+		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output}} {
 			if f.m.Value < 0 {
 				v.addf(p+"."+f.field, "price must not be negative")
 			}
@@ -227,6 +247,9 @@ func (c *Config) validate(v *validator) {
 		if m.ImageTokens < 0 {
 			v.addf(p+".image_tokens", "must not be negative")
 		}
+		if m.TokenRatio != 0 && (m.TokenRatio < 1 || m.TokenRatio > 4) {
+			v.addf(p+".token_ratio", "must be between 1 and 4 (an upper bound never scales a count down)")
+		}
 	}
 
 	served := map[string]string{} // model → its primary upstream
@@ -243,8 +266,13 @@ func (c *Config) validate(v *validator) {
 			v.addf(p+".name", "duplicate upstream %q", u.Name)
 		}
 		upstreams[u.Name] = true
-		if u.Kind != "openai" {
-			v.addf(p+".kind", "unknown kind %q (want openai)", u.Kind)
+		if u.Kind != "openai" && u.Kind != "anthropic" {
+			v.addf(p+".kind", "unknown kind %q (want openai or anthropic)", u.Kind)
+		}
+		for j, m := range u.Models {
+			if u.Kind == "anthropic" && c.Models[m].Embedding {
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "an anthropic upstream serves no embedding model")
+			}
 		}
 		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
 			v.addf(p+".base_url", "want an http(s) URL, got %q", u.BaseURL)
@@ -274,7 +302,7 @@ func (c *Config) validate(v *validator) {
 			if !slices.Contains(u.Models, m) {
 				v.addf(p+".prices."+m, "model %q is not served by this upstream", m)
 			}
-			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.Output.Value < 0 {
+			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.Output.Value < 0 {
 				v.addf(p+".prices."+m, "price must not be negative")
 			}
 		}

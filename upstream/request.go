@@ -17,6 +17,8 @@ const (
 	Chat Endpoint = iota + 1
 	Completions
 	Embeddings
+	// Messages is Anthropic's Messages API.
+	Messages
 )
 
 // Path is the endpoint's path below the API root.
@@ -28,6 +30,8 @@ func (e Endpoint) Path() string {
 		return "/completions"
 	case Embeddings:
 		return "/embeddings"
+	case Messages:
+		return "/messages"
 	}
 	return ""
 }
@@ -40,6 +44,8 @@ func (e Endpoint) String() string {
 		return "completions"
 	case Embeddings:
 		return "embeddings"
+	case Messages:
+		return "messages"
 	}
 	return "unknown"
 }
@@ -70,6 +76,9 @@ type Model struct {
 	DefaultOutputTokens int64
 	ImageTokens         int64
 	Embedding           bool
+	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
+	// model whose tokenizer is not public; 0 or 1 means exact.
+	TokenRatio float64
 }
 
 // Request is a decoded client request. Its top-level fields are kept as raw
@@ -99,7 +108,9 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	if r.Model == "" {
 		return nil, badRequest("model", "is required")
 	}
-	if err := r.str("user", &r.User); err != nil {
+	if e == Messages {
+		r.User = gjsonString(fields["metadata"], "user_id")
+	} else if err := r.str("user", &r.User); err != nil {
 		return nil, err
 	}
 	if raw, ok := fields["stream"]; ok && !isNull(raw) {
@@ -159,12 +170,15 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 		}
 	case Embeddings:
 		p.InputTokens, err = r.promptInput(m, "input")
+	case Messages:
+		p.InputTokens, err = r.messagesInput(m)
 	default:
 		err = badRequest("", "unknown endpoint")
 	}
 	if err != nil {
 		return nil, err
 	}
+	p.InputTokens = scale(p.InputTokens, m.TokenRatio)
 	if r.Endpoint != Embeddings {
 		if m.Embedding {
 			return nil, badRequest("model", "%s is an embedding model", m.Name)
@@ -175,7 +189,10 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 	} else if !m.Embedding {
 		return nil, badRequest("model", "%s is not an embedding model", m.Name)
 	}
-	if r.Stream {
+	switch {
+	case r.Endpoint == Messages:
+		p.ClientWantsUsage = true // Anthropic streams always carry usage: nothing to add or strip
+	case r.Stream:
 		if err := r.askUsage(p); err != nil {
 			return nil, err
 		}
@@ -203,6 +220,11 @@ func encode(v any) ([]byte, error) {
 // number of choices generated.
 func (r *Request) capOutput(m *Model, p *Prepared) error {
 	key := "max_tokens"
+	if r.Endpoint == Messages {
+		if raw, ok := r.fields["max_tokens"]; !ok || isNull(raw) {
+			return badRequest("max_tokens", "is required")
+		}
+	}
 	if r.Endpoint == Chat {
 		if _, ok := r.fields["max_tokens"]; ok {
 			if _, both := r.fields["max_completion_tokens"]; both {
@@ -275,4 +297,12 @@ func (r *Request) askUsage(p *Prepared) error {
 	}
 	r.fields["stream_options"] = b
 	return nil
+}
+
+// scale returns ceil(n × ratio) for a ratio above 1.
+func scale(n int64, ratio float64) int64 {
+	if ratio <= 1 {
+		return n
+	}
+	return int64(math.Ceil(float64(n) * ratio))
 }

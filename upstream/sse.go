@@ -111,14 +111,70 @@ func (e *EventReader) field(line []byte, hasData bool) bool {
 type StreamMeter struct {
 	usage     budget.Usage
 	hasUsage  bool
+	anthropic bool
+	start     anthropicUsage // Anthropic's message_start usage
 	done      bool
 	text      strings.Builder
 	maxText   int
 	truncated bool
 }
 
-// NewStreamMeter returns a meter that keeps at most maxText bytes of output.
+// NewStreamMeter returns a meter for an OpenAI stream that keeps at most
+// maxText bytes of output.
 func NewStreamMeter(maxText int) *StreamMeter { return &StreamMeter{maxText: maxText} }
+
+// NewAnthropicStreamMeter returns a meter for an Anthropic Messages stream:
+// input usage comes in message_start, the cumulative output in
+// message_delta (counted once, the last report winning), and message_stop
+// ends it.
+func NewAnthropicStreamMeter(maxText int) *StreamMeter {
+	return &StreamMeter{maxText: maxText, anthropic: true}
+}
+
+func (m *StreamMeter) observeAnthropic(data []byte) error {
+	m.keepStrings(data)
+	kind := gjson.GetBytes(data, "type").String()
+	switch kind {
+	case "message_stop":
+		m.done = true
+	case "message_start", "message_delta":
+		path := "usage"
+		if kind == "message_start" {
+			path = "message.usage"
+		}
+		raw := gjson.GetBytes(data, path)
+		if !raw.IsObject() {
+			return nil
+		}
+		var a anthropicUsage
+		if err := json.Unmarshal([]byte(raw.Raw), &a); err != nil {
+			return fmt.Errorf("upstream: stream usage: %w", err)
+		}
+		if kind == "message_start" {
+			m.start = a
+			return nil
+		}
+		// message_delta: cumulative output; newer API versions repeat the
+		// input figures too, which then win.
+		merged := m.start
+		merged.OutputTokens = a.OutputTokens
+		for _, f := range []struct{ dst, src **int64 }{
+			{&merged.InputTokens, &a.InputTokens},
+			{&merged.CacheCreationInputTokens, &a.CacheCreationInputTokens},
+			{&merged.CacheReadInputTokens, &a.CacheReadInputTokens},
+		} {
+			if *f.src != nil {
+				*f.dst = *f.src
+			}
+		}
+		u, err := merged.usage()
+		if err != nil {
+			return fmt.Errorf("upstream: stream usage: %w", err)
+		}
+		m.usage, m.hasUsage = u, true
+	}
+	return nil
+}
 
 // Observe reads one event's data. usageOnly is true for the final chunk that
 // carries only usage (no choices), which the gateway strips when the client
@@ -135,6 +191,9 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	}
 	if len(data) == 0 {
 		return false, nil
+	}
+	if m.anthropic {
+		return false, m.observeAnthropic(data)
 	}
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		m.keepStrings(data)
@@ -163,8 +222,10 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 
 // textKeys are the chunk fields that carry generated text: delta content,
 // refusals and tool-call arguments in chat, text in legacy completions,
-// function names in tool calls.
-var textKeys = [][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"arguments"`), []byte(`"name"`)}
+// function names in tool calls; Anthropic's text, tool-input JSON and
+// thinking deltas.
+var textKeys = [][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"arguments"`), []byte(`"name"`),
+	[]byte(`"partial_json"`), []byte(`"thinking"`)}
 
 // keepStrings keeps the string values of textKeys found in a chunk. In valid
 // JSON a quote inside a string is escaped, so `"key"` followed by a colon and

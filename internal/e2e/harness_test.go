@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -192,3 +193,5 @@ func (h *harness) reportedCost(model string) int64 {
 }
 
 const teamMonth = "team:acme/ml:usd-month"
+
+func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }

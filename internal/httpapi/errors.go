@@ -164,3 +164,40 @@ func writeRetryAfter(h http.Header, d time.Duration) {
 	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
 	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.Milliseconds(), 1), 10))
 }
+
+// anthropicErrorBody is Anthropic's error shape, used on /v1/messages so
+// its SDKs raise their own typed errors.
+type anthropicErrorBody struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type     string     `json:"type"`
+		Message  string     `json:"message"`
+		Code     string     `json:"code"`
+		Tollgate *limitInfo `json:"tollgate,omitempty"`
+	} `json:"error"`
+}
+
+func anthropicError(r refusal) anthropicErrorBody {
+	var b anthropicErrorBody
+	b.Type = "error"
+	b.Error.Message, b.Error.Code, b.Error.Tollgate = r.body.Message, r.body.Code, r.body.Tollgate
+	switch {
+	case r.status == http.StatusBadRequest:
+		b.Error.Type = "invalid_request_error"
+	case r.status == http.StatusUnauthorized:
+		b.Error.Type = "authentication_error"
+	case r.status == http.StatusForbidden:
+		b.Error.Type = "permission_error"
+	case r.status == http.StatusNotFound:
+		b.Error.Type = "not_found_error"
+	case r.status == http.StatusRequestEntityTooLarge:
+		b.Error.Type = "request_too_large"
+	case r.status == http.StatusTooManyRequests:
+		b.Error.Type = "rate_limit_error"
+	case r.status == http.StatusServiceUnavailable:
+		b.Error.Type = "overloaded_error"
+	default:
+		b.Error.Type = "api_error"
+	}
+	return b
+}

@@ -194,6 +194,13 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if !cl.principal.Allows(req.Model) {
 		return &modelError{model: req.Model, allowed: true}
 	}
+	if anthropic := route.candidates[0].target.kind == "anthropic"; anthropic != (ep == upstream.Messages) {
+		want := "/v1/chat/completions"
+		if anthropic {
+			want = "/v1/messages"
+		}
+		return &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", req.Model, want)}
+	}
 	prep, err := req.Prepare(&route.model)
 	if err != nil {
 		return err
@@ -201,7 +208,7 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	// Any candidate upstream may serve it: reserve at the dearest.
 	var cost budget.Money
 	for _, cand := range route.candidates {
-		c, err := cand.price.Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
+		c, err := cand.price.ForEstimate().Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
 		if err != nil {
 			return &upstream.RequestError{Message: "the request is too large to price"}
 		}
@@ -280,7 +287,7 @@ var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
 
 // returned response headers; the upstream's own rate-limit headers and
 // organisation would describe Tollgate's account, not the client's limits.
-var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version"}
+var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
 
 // upstreamRefused is a request no candidate upstream would take: every
 // breaker open (or backing off), every queue full or timed out.
@@ -371,7 +378,19 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if t.apiKey != "" {
+	if t.kind == "anthropic" {
+		version := c.Request().Header.Get("Anthropic-Version")
+		if version == "" {
+			version = "2023-06-01"
+		}
+		req.Header.Set("Anthropic-Version", version)
+		if beta := c.Request().Header.Get("Anthropic-Beta"); beta != "" {
+			req.Header.Set("Anthropic-Beta", beta)
+		}
+		if t.apiKey != "" {
+			req.Header.Set("X-Api-Key", t.apiKey)
+		}
+	} else if t.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.apiKey)
 	}
 	sent := time.Now()
@@ -452,7 +471,11 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 		w.Flush() // the client has its answer before the settlement runs
-		if u, ok := upstream.UsageFromJSON(body); ok {
+		usage := upstream.UsageFromJSON
+		if cl.req.Endpoint == upstream.Messages {
+			usage = upstream.UsageFromAnthropicJSON
+		}
+		if u, ok := usage(body); ok {
 			return u
 		}
 		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
@@ -486,6 +509,9 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()
 	w.Flush()
 
 	meter := upstream.NewStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
+	if cl.req.Endpoint == upstream.Messages {
+		meter = upstream.NewAnthropicStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
+	}
 	events := upstream.NewEventReader(body)
 	bound := cl.prep.MaxOutputTokens
 	var counted int64 // output tokens counted so far, from countedBytes of text
@@ -553,6 +579,11 @@ func (g *Gateway) endOverrun(w *echo.Response, cl *call, counted int64) {
 	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.req.Model,
 		"bound", cl.prep.MaxOutputTokens, "counted", counted)
 	g.metrics.StreamsCut.WithLabelValues(cl.req.Model).Inc()
-	_, _ = fmt.Fprintf(w, "data: {\"error\":{\"message\":\"The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.\",\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", cl.prep.MaxOutputTokens)
+	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", cl.prep.MaxOutputTokens)
+	if cl.req.Endpoint == upstream.Messages {
+		_, _ = fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":%q,\"code\":\"output_limit_reached\"}}\n\n", msg)
+	} else {
+		_, _ = fmt.Fprintf(w, "data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", msg)
+	}
 	w.Flush()
 }

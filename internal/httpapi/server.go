@@ -84,6 +84,7 @@ type candidate struct {
 // timeouts, a breaker and an optional queue.
 type target struct {
 	name    string
+	kind    string // "openai" or "anthropic"
 	baseURL string
 	apiKey  string
 	timeout time.Duration // the whole exchange
@@ -195,9 +196,10 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		p, ok := u.Prices[model]
 		if !ok {
 			m := c.Models[model]
-			p = config.Price{Input: m.Input, CachedInput: m.CachedInput, Output: m.Output}
+			p = config.Price{Input: m.Input, CachedInput: m.CachedInput, CacheWrite: m.CacheWrite, Output: m.Output}
 		}
-		return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value), Output: budget.Money(p.Output.Value)}
+		return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value),
+			CacheWrite: budget.Money(p.CacheWrite.Value), Output: budget.Money(p.Output.Value)}
 	}
 	for _, u := range c.Upstreams {
 		for _, name := range u.Models {
@@ -211,7 +213,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 			}
 			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
-					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding},
+					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
 				candidates: []candidate{{targets[u.Name], price(u, name)}},
 			}
 			for _, f := range u.Fallbacks {
@@ -280,7 +282,7 @@ func (g *Gateway) target(u config.Upstream) *target {
 		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
 	}
 	return &target{
-		name: u.Name, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
+		name: u.Name, kind: u.Kind, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
 		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		breaker: state.breaker, queue: state.queue,
 	}
@@ -325,6 +327,7 @@ func (g *Gateway) routes() *echo.Echo {
 	v1.POST("/chat/completions", g.proxy(upstream.Chat, "/v1/chat/completions"))
 	v1.POST("/completions", g.proxy(upstream.Completions, "/v1/completions"))
 	v1.POST("/embeddings", g.proxy(upstream.Embeddings, "/v1/embeddings"))
+	v1.POST("/messages", g.proxy(upstream.Messages, "/v1/messages"))
 	v1.GET("/models", g.listModels)
 	return e
 }
@@ -426,6 +429,10 @@ func (g *Gateway) writeRefusal(c echo.Context, r refusal, limits []budget.Limit)
 	}
 	if r.status >= 500 {
 		g.log.Warn("refused", "status", r.status, "code", r.body.Code)
+	}
+	if c.Path() == "/v1/messages" {
+		_ = c.JSON(r.status, anthropicError(r))
+		return
 	}
 	_ = c.JSON(r.status, struct {
 		Error apiError `json:"error"`

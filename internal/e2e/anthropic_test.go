@@ -1,0 +1,149 @@
+package e2e_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+const claude = "claude-sonnet-4-5"
+
+// anthropicGateway runs a gateway in front of a simulated Anthropic
+// upstream; the team's month budget is ceiling µ$. Claude is priced at
+// $3/$15 per 1M tokens, so costs are exact integers.
+func anthropicGateway(t *testing.T, ceiling int64, opts simulated.Options) (url string, a *app.App, sim *simulated.Server, calls *atomic.Int64, entries func() []httpapi.Entry) {
+	t.Helper()
+	opts.APIKey = "anthropic-upstream-key"
+	sim, err := simulated.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	src := `
+upstreams:
+  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: anthropic-upstream-key, models: [` + claude + `]}
+models:
+  ` + claude + `: {encoding: o200k_base, input: "$3", cached_input: "$0.30", cache_write: "$3.75", output: "$15", max_output_tokens: 64000}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}]
+        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls = new(atomic.Int64)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		a.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { gw.Close(); a.Close() })
+	var mu sync.Mutex
+	var list []httpapi.Entry
+	a.Gateway().OnSettle(func(e httpapi.Entry) { mu.Lock(); list = append(list, e); mu.Unlock() })
+	return gw.URL, a, sim, calls, func() []httpapi.Entry { mu.Lock(); defer mu.Unlock(); return append([]httpapi.Entry(nil), list...) }
+}
+
+func anthropicClient(url string, retries int) anthropic.Client {
+	return anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey(testKey), option.WithMaxRetries(retries))
+}
+
+func TestAnthropicMessagesThroughSDK(t *testing.T) {
+	url, a, sim, _, entries := anthropicGateway(t, 10_000_000, simulated.Options{})
+	c := anthropicClient(url, 0)
+	params := anthropic.MessageNewParams{
+		Model:     claude,
+		MaxTokens: 300,
+		System:    []anthropic.TextBlockParam{{Text: "You are terse."}},
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello, Claude. 你好 🙂"))},
+	}
+	msg, err := c.Messages.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) == 0 || msg.Content[0].Text == "" || msg.Usage.InputTokens == 0 {
+		t.Fatalf("answer %+v", msg)
+	}
+
+	stream := c.Messages.NewStreaming(ctx, params)
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Content) == 0 || acc.Usage.OutputTokens == 0 {
+		t.Fatalf("streamed answer %+v", acc)
+	}
+
+	u := sim.Stats().Usage[claude]
+	spent, pending := spentNow(t, a)
+	if want := 3*u.PromptTokens + 15*u.CompletionTokens; spent != want || pending != 0 || u.Requests != 2 {
+		t.Fatalf("spent %d pending %d; the upstream reported %d requests worth %d µ$", spent, pending, u.Requests, want)
+	}
+	for _, e := range entries() {
+		if e.Usage.Estimated || e.Cost > e.Reserved {
+			t.Fatalf("entry %+v: the estimate must bound the reported usage (simulated Claude counts %.1f× BPE)", e, simulated.ClaudeFactor)
+		}
+	}
+}
+
+func TestAnthropicRefusalsAreAnthropicErrors(t *testing.T) {
+	url, _, _, calls, _ := anthropicGateway(t, 100, simulated.Options{}) // 100 µ$: nothing fits
+	c := anthropicClient(url, 2)
+	_, err := c.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: claude, MaxTokens: 1000,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	})
+	var apierr *anthropic.Error
+	if !errors.As(err, &apierr) || apierr.StatusCode != 429 {
+		t.Fatalf("err = %v, want a 429 *anthropic.Error", err)
+	}
+	raw := apierr.RawJSON()
+	if !strings.Contains(raw, `"type":"rate_limit_error"`) || !strings.Contains(raw, `"code":"insufficient_quota"`) {
+		t.Fatalf("body %s", raw)
+	}
+	if apierr.Response.Header.Get("Retry-After") == "" || calls.Load() != 1 {
+		t.Fatalf("Retry-After %q, %d calls (x-should-retry:false must stop the SDK's retries)", apierr.Response.Header.Get("Retry-After"), calls.Load())
+	}
+	// A request without max_tokens is refused in Anthropic's shape too.
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader(`{"model":"`+claude+`","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("X-Api-Key", testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	_ = jsonDecode(resp, &body)
+	if resp.StatusCode != 400 || body.Type != "error" || body.Error.Type != "invalid_request_error" || !strings.Contains(body.Error.Message, "required") {
+		t.Fatalf("no max_tokens: %d %+v", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,169 @@
+package upstream
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/tokenizer"
+)
+
+func gjsonString(raw json.RawMessage, path string) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	return gjson.GetBytes(raw, path).String()
+}
+
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type anthropicBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`
+	Content  json.RawMessage `json:"content"`
+	Thinking string          `json:"thinking"`
+	Data     string          `json:"data"`
+}
+
+// messagesInput counts an Anthropic Messages request: the system prompt,
+// every message's blocks, and the tool definitions, as if they were an
+// OpenAI chat (the caller scales the count by the model's TokenRatio).
+func (r *Request) messagesInput(m *Model) (int64, error) {
+	var msgs []anthropicMessage
+	raw, ok := r.fields["messages"]
+	if !ok {
+		return 0, badRequest("messages", "is required")
+	}
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return 0, badRequest("messages", "must be an array of message objects")
+	}
+	if len(msgs) == 0 {
+		return 0, badRequest("messages", "must not be empty")
+	}
+	counted := make([]tokenizer.ChatMessage, 0, len(msgs)+1)
+	if sys, ok := r.fields["system"]; ok && !isNull(sys) {
+		cm := tokenizer.ChatMessage{Role: "system"}
+		if err := addBlocks(&cm, sys, "system"); err != nil {
+			return 0, err
+		}
+		counted = append(counted, cm)
+	}
+	for i, msg := range msgs {
+		param := fmt.Sprintf("messages[%d]", i)
+		if msg.Role != "user" && msg.Role != "assistant" {
+			return 0, badRequest(param+".role", "must be user or assistant")
+		}
+		cm := tokenizer.ChatMessage{Role: msg.Role}
+		if err := addBlocks(&cm, msg.Content, param+".content"); err != nil {
+			return 0, err
+		}
+		counted = append(counted, cm)
+	}
+	var tools []string
+	if raw, ok := r.fields["tools"]; ok && !isNull(raw) {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return 0, badRequest("tools", "must be an array")
+		}
+		for _, t := range list {
+			tools = append(tools, string(compact(t)))
+		}
+	}
+	return m.Counter.Chat(counted, tools, m.ImageTokens), nil
+}
+
+// addBlocks counts Anthropic content: a string or an array of blocks. Blocks
+// the gateway cannot bound (documents, files) are refused.
+func addBlocks(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) error {
+	if len(raw) == 0 || isNull(raw) {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return badRequest(param, "must be a string or an array of content blocks")
+		}
+		cm.Texts = append(cm.Texts, s)
+		return nil
+	}
+	var blocks []anthropicBlock
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return badRequest(param, "must be a string or an array of content blocks")
+	}
+	for i, b := range blocks {
+		switch b.Type {
+		case "text":
+			cm.Texts = append(cm.Texts, b.Text)
+		case "image":
+			cm.Images++
+		case "tool_use":
+			cm.Extra = append(cm.Extra, b.Name, string(compact(b.Input)))
+		case "tool_result":
+			if err := addBlocks(cm, b.Content, fmt.Sprintf("%s[%d].content", param, i)); err != nil {
+				return err
+			}
+		case "thinking":
+			cm.Texts = append(cm.Texts, b.Thinking)
+		case "redacted_thinking":
+			cm.Extra = append(cm.Extra, b.Data)
+		default:
+			return badRequest(fmt.Sprintf("%s[%d].type", param, i), "content block type %q cannot be estimated by the gateway", b.Type)
+		}
+	}
+	return nil
+}
+
+// anthropicUsage is Anthropic's usage block: input_tokens excludes the
+// tokens read from or written to the cache.
+type anthropicUsage struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+}
+
+func val(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func (a *anthropicUsage) usage() (budget.Usage, error) {
+	if a == nil || a.InputTokens == nil || a.OutputTokens == nil {
+		return budget.Usage{}, errNoUsage
+	}
+	in, cw, cr := val(a.InputTokens), val(a.CacheCreationInputTokens), val(a.CacheReadInputTokens)
+	for _, v := range []int64{in, cw, cr} {
+		if v < 0 || v > 1<<40 {
+			return budget.Usage{}, fmt.Errorf("upstream: usage figure %d out of range", v)
+		}
+	}
+	u := budget.Usage{InputTokens: in + cw + cr, CacheWriteTokens: cw, CachedInputTokens: cr, OutputTokens: val(a.OutputTokens)}
+	return u, u.Validate()
+}
+
+// UsageFromAnthropicJSON extracts the usage of a non-streaming Messages
+// response.
+func UsageFromAnthropicJSON(body []byte) (budget.Usage, bool) {
+	if !gjson.ValidBytes(body) {
+		return budget.Usage{}, false
+	}
+	raw := gjson.GetBytes(body, "usage")
+	if !raw.IsObject() {
+		return budget.Usage{}, false
+	}
+	var a anthropicUsage
+	if err := json.Unmarshal([]byte(raw.Raw), &a); err != nil {
+		return budget.Usage{}, false
+	}
+	u, err := a.usage()
+	return u, err == nil
+}

@@ -1,0 +1,146 @@
+package simulated
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ClaudeFactor is how the simulated Anthropic upstream models Claude's
+// tokenizer, which is not public: 1.2 tokens per BPE token of the same text.
+// Tollgate's default bound for Claude (1.35) must stay above it.
+const ClaudeFactor = 1.2
+
+type messagesRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens int64           `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Stream bool `json:"stream"`
+}
+
+func anthropicText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type, Text string
+	}
+	_ = json.Unmarshal(raw, &blocks)
+	var b strings.Builder
+	for _, x := range blocks {
+		b.WriteString(x.Text)
+	}
+	return b.String()
+}
+
+func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+}
+
+// messages answers Anthropic's Messages API.
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req messagesRequest
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || req.Model == "" || req.MaxTokens <= 0 || len(req.Messages) == 0 {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "model, max_tokens and messages are required")
+		return
+	}
+	if r.Header.Get("Anthropic-Version") == "" {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version header is required")
+		return
+	}
+	c := s.counter(req.Model)
+	var bpe int64
+	if len(req.System) > 0 {
+		bpe += c.Count(anthropicText(req.System))
+	}
+	for _, m := range req.Messages {
+		bpe += 3 + c.Count(anthropicText(m.Content))
+	}
+	prompt := int64(math.Ceil(float64(bpe) * ClaudeFactor))
+	seed := seedOf(body)
+	n, finish := s.replyTokens(seed, req.MaxTokens)
+	stop := map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]
+	text := reply(seed, n)
+	id := fmt.Sprintf("msg_sim%016x", seed)
+	if !req.Stream {
+		s.record(req.Model, prompt, n)
+		s.delivered(req.Model, n)
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": id, "type": "message", "role": "assistant", "model": req.Model,
+			"content":     []any{map[string]any{"type": "text", "text": text}},
+			"stop_reason": stop, "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": prompt, "output_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(event string, v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if s.opts.ChunkDelay > 0 {
+			select {
+			case <-time.After(s.opts.ChunkDelay):
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		return true
+	}
+	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil,
+		"usage": map[string]any{"input_tokens": prompt, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}) {
+		return
+	}
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+	send("ping", map[string]any{"type": "ping"})
+	words := strings.Fields(text)
+	var sent int64
+	for j := 0; j < len(words); j += 2 {
+		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= n/2 {
+			if s.opts.Fault == Stall {
+				<-r.Context().Done()
+			}
+			return
+		}
+		piece := " " + strings.Join(words[j:min(j+2, len(words))], " ")
+		if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": piece}}) {
+			return
+		}
+		k := int64(min(2, len(words)-j))
+		sent += k
+		s.delivered(req.Model, k)
+	}
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	if s.opts.Fault != DropUsage {
+		s.record(req.Model, prompt, n)
+		delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": n}}
+		send("message_delta", delta)
+		if s.opts.Fault == DoubleUsage {
+			send("message_delta", delta)
+		}
+	}
+	send("message_stop", map[string]any{"type": "message_stop"})
+}

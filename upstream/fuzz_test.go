@@ -21,8 +21,9 @@ func FuzzPrepare(f *testing.F) {
 	m := model(f, "o200k_base")
 	emb := *m
 	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
+	f.Add(uint8(upstream.Messages), []byte(`{"model":"m","max_tokens":50,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}},{"type":"tool_result","tool_use_id":"t","content":"42"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calc","input":{"x":1}}]}]}`))
 	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
-		e := upstream.Endpoint(ep%3 + 1)
+		e := upstream.Endpoint(ep%4 + 1)
 		mm := m
 		if e == upstream.Embeddings {
 			mm = &emb
@@ -64,8 +65,12 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":1e30,\"completion_tokens\":null}}\r\n\r\n"))
 	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\ndata: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}\n\n"))
 	f.Add([]byte(": comment\nevent: x\ndata: {\"choices\":[{\"text\":\"a\"}]}\ndata: more\n\n\n\ndata: {\"cho"))
+	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":-4}}\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		meter := upstream.NewStreamMeter(1 << 16)
+		if len(stream) > 0 && stream[0]%2 == 1 {
+			meter = upstream.NewAnthropicStreamMeter(1 << 16)
+		}
 		events := upstream.NewEventReader(bytes.NewReader(stream))
 		var relayed []byte
 		for {
@@ -113,6 +118,20 @@ func FuzzUsageFromJSON(f *testing.F) {
 	f.Add([]byte(`{"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		u, ok := upstream.UsageFromJSON(body)
+		if ok {
+			if err := u.Validate(); err != nil {
+				t.Fatalf("accepted invalid usage %+v: %v", u, err)
+			}
+		}
+	})
+}
+
+func FuzzUsageFromAnthropicJSON(f *testing.F) {
+	f.Add([]byte(`{"usage":{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":4,"cache_read_input_tokens":3}}`))
+	f.Add([]byte(`{"usage":{"input_tokens":-1,"output_tokens":5}}`))
+	f.Add([]byte(`{"usage":{"input_tokens":1099511627776,"output_tokens":1,"cache_read_input_tokens":1099511627776}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		u, ok := upstream.UsageFromAnthropicJSON(body)
 		if ok {
 			if err := u.Validate(); err != nil {
 				t.Fatalf("accepted invalid usage %+v: %v", u, err)

@@ -137,20 +137,23 @@ func TestRewriteGolden(t *testing.T) {
 				t.Fatal("no --- separator")
 			}
 			epName, in, _ := strings.Cut(head, "\n")
-			ep := map[string]upstream.Endpoint{"chat": upstream.Chat, "completions": upstream.Completions, "embeddings": upstream.Embeddings}[epName]
+			ep := map[string]upstream.Endpoint{"chat": upstream.Chat, "completions": upstream.Completions, "embeddings": upstream.Embeddings, "messages": upstream.Messages}[epName]
 			req, err := upstream.ParseRequest(ep, []byte(in))
 			if err != nil {
 				t.Fatal(err)
 			}
 			mm := *m
-			if ep == upstream.Embeddings {
+			switch ep {
+			case upstream.Embeddings:
 				mm.Embedding, mm.MaxOutputTokens, mm.DefaultOutputTokens = true, 0, 0
+			case upstream.Messages:
+				mm.TokenRatio = 1.35
 			}
 			p, err := req.Prepare(&mm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := fmt.Sprintf("%s\ninput_tokens=%d max_output_tokens=%d client_wants_usage=%v\n", p.Body, p.InputTokens, p.MaxOutputTokens, p.ClientWantsUsage)
+			got := fmt.Sprintf("%s\ninput_tokens=%d max_output_tokens=%d client_wants_usage=%v user=%q\n", p.Body, p.InputTokens, p.MaxOutputTokens, p.ClientWantsUsage, req.User)
 			if *update {
 				if err := os.WriteFile(f, []byte(head+"\n---\n"+got), 0o644); err != nil {
 					t.Fatal(err)

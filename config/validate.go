@@ -145,7 +145,7 @@ func (c *Config) SetDefaults() {
 }
 
 // Routes are the gateway's budgeted routes, as on_unavailable_routes names them.
-var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"}
+var Routes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"}
 
 // ValidID is what org, team, key, limit and upstream ids may look like: they
 // become parts of store keys and metric labels.

@@ -22,8 +22,9 @@ func FuzzPrepare(f *testing.F) {
 	emb := *m
 	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
 	f.Add(uint8(upstream.Messages), []byte(`{"model":"m","max_tokens":50,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}},{"type":"tool_result","tool_use_id":"t","content":"42"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calc","input":{"x":1}}]}]}`))
+	f.Add(uint8(upstream.Responses), []byte(`{"model":"m","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]},{"type":"function_call","name":"f","arguments":"{}","call_id":"c"},{"type":"function_call_output","call_id":"c","output":"42"}],"tools":[{"type":"function","name":"f","parameters":{}}]}`))
 	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
-		e := upstream.Endpoint(ep%4 + 1)
+		e := upstream.Endpoint(ep%5 + 1)
 		mm := m
 		if e == upstream.Embeddings {
 			mm = &emb
@@ -68,8 +69,13 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":-4}}\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		meter := upstream.NewStreamMeter(1 << 16)
-		if len(stream) > 0 && stream[0]%2 == 1 {
-			meter = upstream.NewAnthropicStreamMeter(1 << 16)
+		if len(stream) > 0 {
+			switch stream[0] % 3 {
+			case 1:
+				meter = upstream.NewAnthropicStreamMeter(1 << 16)
+			case 2:
+				meter = upstream.NewResponsesStreamMeter(1 << 16)
+			}
 		}
 		events := upstream.NewEventReader(bytes.NewReader(stream))
 		var relayed []byte

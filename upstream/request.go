@@ -19,6 +19,8 @@ const (
 	Embeddings
 	// Messages is Anthropic's Messages API.
 	Messages
+	// Responses is OpenAI's Responses API.
+	Responses
 )
 
 // Path is the endpoint's path below the API root.
@@ -32,6 +34,8 @@ func (e Endpoint) Path() string {
 		return "/embeddings"
 	case Messages:
 		return "/messages"
+	case Responses:
+		return "/responses"
 	}
 	return ""
 }
@@ -46,6 +50,8 @@ func (e Endpoint) String() string {
 		return "embeddings"
 	case Messages:
 		return "messages"
+	case Responses:
+		return "responses"
 	}
 	return "unknown"
 }
@@ -172,6 +178,8 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 		p.InputTokens, err = r.promptInput(m, "input")
 	case Messages:
 		p.InputTokens, err = r.messagesInput(m)
+	case Responses:
+		p.InputTokens, err = r.responsesInput(m)
 	default:
 		err = badRequest("", "unknown endpoint")
 	}
@@ -190,8 +198,8 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 		return nil, badRequest("model", "%s is not an embedding model", m.Name)
 	}
 	switch {
-	case r.Endpoint == Messages:
-		p.ClientWantsUsage = true // Anthropic streams always carry usage: nothing to add or strip
+	case r.Endpoint == Messages || r.Endpoint == Responses:
+		p.ClientWantsUsage = true // these streams always carry usage: nothing to add or strip
 	case r.Stream:
 		if err := r.askUsage(p); err != nil {
 			return nil, err
@@ -224,6 +232,9 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 		if raw, ok := r.fields["max_tokens"]; !ok || isNull(raw) {
 			return badRequest("max_tokens", "is required")
 		}
+	}
+	if r.Endpoint == Responses {
+		key = "max_output_tokens"
 	}
 	if r.Endpoint == Chat {
 		if _, ok := r.fields["max_tokens"]; ok {

@@ -112,6 +112,7 @@ type StreamMeter struct {
 	usage     budget.Usage
 	hasUsage  bool
 	anthropic bool
+	responses bool
 	start     anthropicUsage // Anthropic's message_start usage
 	done      bool
 	text      strings.Builder
@@ -129,6 +130,27 @@ func NewStreamMeter(maxText int) *StreamMeter { return &StreamMeter{maxText: max
 // ends it.
 func NewAnthropicStreamMeter(maxText int) *StreamMeter {
 	return &StreamMeter{maxText: maxText, anthropic: true}
+}
+
+// NewResponsesStreamMeter returns a meter for a Responses API stream: text
+// arrives in output_text deltas, usage in the final response.completed (or
+// response.incomplete) event.
+func NewResponsesStreamMeter(maxText int) *StreamMeter {
+	return &StreamMeter{maxText: maxText, responses: true}
+}
+
+func (m *StreamMeter) observeResponses(data []byte) error {
+	kind := gjson.GetBytes(data, "type").String()
+	switch kind {
+	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta":
+		m.keep(gjson.GetBytes(data, "delta").String())
+	case "response.completed", "response.incomplete", "response.failed":
+		m.done = true
+		if u, ok := responsesUsageAt(data, "response.usage"); ok {
+			m.usage, m.hasUsage = u, true
+		}
+	}
+	return nil
 }
 
 func (m *StreamMeter) observeAnthropic(data []byte) error {
@@ -194,6 +216,9 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	}
 	if m.anthropic {
 		return false, m.observeAnthropic(data)
+	}
+	if m.responses {
+		return false, m.observeResponses(data)
 	}
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		m.keepStrings(data)

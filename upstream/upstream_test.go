@@ -137,7 +137,7 @@ func TestRewriteGolden(t *testing.T) {
 				t.Fatal("no --- separator")
 			}
 			epName, in, _ := strings.Cut(head, "\n")
-			ep := map[string]upstream.Endpoint{"chat": upstream.Chat, "completions": upstream.Completions, "embeddings": upstream.Embeddings, "messages": upstream.Messages}[epName]
+			ep := map[string]upstream.Endpoint{"chat": upstream.Chat, "completions": upstream.Completions, "embeddings": upstream.Embeddings, "messages": upstream.Messages, "responses": upstream.Responses}[epName]
 			req, err := upstream.ParseRequest(ep, []byte(in))
 			if err != nil {
 				t.Fatal(err)

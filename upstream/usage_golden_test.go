@@ -38,11 +38,12 @@ func TestUsageGolden(t *testing.T) {
 			case "anthropic-json":
 				u, ok := upstream.UsageFromAnthropicJSON([]byte(body))
 				got = fmt.Sprintf("%+v ok=%v\n", u, ok)
-			case "openai-sse", "anthropic-sse":
-				m := upstream.NewStreamMeter(1 << 16)
-				if kind == "anthropic-sse" {
-					m = upstream.NewAnthropicStreamMeter(1 << 16)
-				}
+			case "responses-json":
+				u, ok := upstream.UsageFromResponsesJSON([]byte(body))
+				got = fmt.Sprintf("%+v ok=%v\n", u, ok)
+			case "openai-sse", "anthropic-sse", "responses-sse":
+				m := map[string]*upstream.StreamMeter{"openai-sse": upstream.NewStreamMeter(1 << 16),
+					"anthropic-sse": upstream.NewAnthropicStreamMeter(1 << 16), "responses-sse": upstream.NewResponsesStreamMeter(1 << 16)}[kind]
 				r := upstream.NewEventReader(strings.NewReader(body + "\n"))
 				for {
 					_, d, err := r.Next()

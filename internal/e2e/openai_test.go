@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -206,5 +207,50 @@ func TestRateLimitedThroughSDK(t *testing.T) {
 	}
 	if hdr.Get("X-Should-Retry") == "false" {
 		t.Fatal("a rate refusal must stay retryable")
+	}
+}
+
+func TestResponsesThroughSDK(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	c := h.client()
+	params := responses.ResponseNewParams{
+		Model:           "test-model",
+		Instructions:    param.NewOpt("You are terse."),
+		Input:           responses.ResponseNewParamsInputUnion{OfString: param.NewOpt("Say hello in three languages.")},
+		MaxOutputTokens: param.NewOpt[int64](200),
+	}
+	resp, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OutputText() == "" || resp.Usage.InputTokens == 0 {
+		t.Fatalf("response %+v", resp)
+	}
+	stream := c.Responses.NewStreaming(ctx, params)
+	var text strings.Builder
+	var completed bool
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			completed = ev.Response.Usage.OutputTokens > 0
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.Len() == 0 || !completed {
+		t.Fatalf("stream: %q, completed with usage %v", text.String(), completed)
+	}
+	if spent, pending := h.spent(teamMonth); spent != h.reportedCost("test-model") || pending != 0 || spent == 0 {
+		t.Fatalf("spent %d pending %d, want the reported %d", spent, pending, h.reportedCost("test-model"))
+	}
+	// A stored conversation cannot be bounded: refused before anything is spent.
+	_, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: "test-model",
+		Input: responses.ResponseNewParamsInputUnion{OfString: param.NewOpt("more")}, PreviousResponseID: param.NewOpt(resp.ID)})
+	if e := apiError(t, err); e.StatusCode != 400 || e.Param != "previous_response_id" {
+		t.Fatalf("previous_response_id: %d %s", e.StatusCode, e.Param)
 	}
 }

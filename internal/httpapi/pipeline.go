@@ -472,8 +472,11 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 		_, _ = w.Write(body)
 		w.Flush() // the client has its answer before the settlement runs
 		usage := upstream.UsageFromJSON
-		if cl.req.Endpoint == upstream.Messages {
+		switch cl.req.Endpoint {
+		case upstream.Messages:
 			usage = upstream.UsageFromAnthropicJSON
+		case upstream.Responses:
+			usage = upstream.UsageFromResponsesJSON
 		}
 		if u, ok := usage(body); ok {
 			return u
@@ -508,9 +511,13 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
-	meter := upstream.NewStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
-	if cl.req.Endpoint == upstream.Messages {
-		meter = upstream.NewAnthropicStreamMeter(int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16)
+	maxText := int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16
+	meter := upstream.NewStreamMeter(maxText)
+	switch cl.req.Endpoint {
+	case upstream.Messages:
+		meter = upstream.NewAnthropicStreamMeter(maxText)
+	case upstream.Responses:
+		meter = upstream.NewResponsesStreamMeter(maxText)
 	}
 	events := upstream.NewEventReader(body)
 	bound := cl.prep.MaxOutputTokens
@@ -580,9 +587,12 @@ func (g *Gateway) endOverrun(w *echo.Response, cl *call, counted int64) {
 		"bound", cl.prep.MaxOutputTokens, "counted", counted)
 	g.metrics.StreamsCut.WithLabelValues(cl.req.Model).Inc()
 	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", cl.prep.MaxOutputTokens)
-	if cl.req.Endpoint == upstream.Messages {
+	switch cl.req.Endpoint {
+	case upstream.Messages:
 		_, _ = fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":%q,\"code\":\"output_limit_reached\"}}\n\n", msg)
-	} else {
+	case upstream.Responses:
+		_, _ = fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"code\":\"output_limit_reached\",\"message\":%q,\"param\":null}\n\n", msg)
+	default:
 		_, _ = fmt.Fprintf(w, "data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", msg)
 	}
 	w.Flush()

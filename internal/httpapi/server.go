@@ -328,6 +328,7 @@ func (g *Gateway) routes() *echo.Echo {
 	v1.POST("/completions", g.proxy(upstream.Completions, "/v1/completions"))
 	v1.POST("/embeddings", g.proxy(upstream.Embeddings, "/v1/embeddings"))
 	v1.POST("/messages", g.proxy(upstream.Messages, "/v1/messages"))
+	v1.POST("/responses", g.proxy(upstream.Responses, "/v1/responses"))
 	v1.GET("/models", g.listModels)
 	return e
 }

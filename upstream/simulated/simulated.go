@@ -97,6 +97,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("POST /v1/messages", s.messages)
+	s.mux.HandleFunc("POST /v1/responses", s.responses)
 	return s, nil
 }
 

@@ -92,9 +92,15 @@ type Redis struct {
 // Upstream is one provider endpoint.
 type Upstream struct {
 	Name string `yaml:"name"`
-	// Kind is the wire protocol: "openai" (any OpenAI-compatible API) or
-	// "anthropic" (the Messages API).
+	// Kind is the wire protocol: "openai" (any OpenAI-compatible API),
+	// "azure" (Azure OpenAI: deployments in the path, api-version, api-key)
+	// or "anthropic" (the Messages API).
 	Kind string `yaml:"kind"`
+	// APIVersion is Azure's api-version query parameter.
+	APIVersion string `yaml:"api_version"`
+	// Deployments maps a model to its Azure deployment name (default: the
+	// model's name).
+	Deployments map[string]string `yaml:"deployments"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. ${ENV} is expanded.
 	BaseURL string `yaml:"base_url"`
 	// APIKey is sent upstream; write it as ${ENV_VAR}, never inline.

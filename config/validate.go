@@ -266,8 +266,19 @@ func (c *Config) validate(v *validator) {
 			v.addf(p+".name", "duplicate upstream %q", u.Name)
 		}
 		upstreams[u.Name] = true
-		if u.Kind != "openai" && u.Kind != "anthropic" {
-			v.addf(p+".kind", "unknown kind %q (want openai or anthropic)", u.Kind)
+		switch u.Kind {
+		case "openai", "anthropic":
+		case "azure":
+			if u.APIVersion == "" {
+				v.addf(p+".api_version", "an azure upstream needs its api-version (e.g. 2024-10-21)")
+			}
+		default:
+			v.addf(p+".kind", "unknown kind %q (want openai, azure or anthropic)", u.Kind)
+		}
+		for m := range u.Deployments {
+			if !slices.Contains(u.Models, m) {
+				v.addf(p+".deployments."+m, "model %q is not served by this upstream", m)
+			}
 		}
 		for j, m := range u.Models {
 			if u.Kind == "anthropic" && c.Models[m].Embedding {

@@ -296,3 +296,53 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
+
+// An Azure OpenAI upstream: the deployment in the path, api-version in the
+// query, the key in api-key; the client still calls /v1/chat/completions.
+func TestAzureUpstream(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawPath, sawVersion, sawKey, sawAuth string
+	azure := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawPath, sawVersion, sawKey, sawAuth = r.URL.Path, r.URL.Query().Get("api-version"), r.Header.Get("Api-Key"), r.Header.Get("Authorization")
+		if r.URL.Path != "/openai/deployments/prod-4o/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		r.URL.Path = "/v1/chat/completions"
+		sim.ServeHTTP(w, r)
+	}))
+	defer azure.Close()
+	src := `
+upstreams:
+  - {name: azure, kind: azure, base_url: "` + azure.URL + `/openai", api_key: azure-key, api_version: 2024-10-21,
+     models: [test-model], deployments: {test-model: prod-4o}}
+models:
+  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
+orgs: [{id: acme, teams: [{id: ml, limits: [` + monthlyTen + `], keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]}]}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	gw := httptest.NewServer(a.Handler())
+	defer gw.Close()
+	status, _, body, err := send(http.DefaultClient, gw.URL, chatBody(1, false))
+	if err != nil || status != 200 {
+		t.Fatalf("%d %v %s (upstream saw %s)", status, err, body, sawPath)
+	}
+	if sawVersion != "2024-10-21" || sawKey != "azure-key" || sawAuth != "" {
+		t.Fatalf("azure request: version %q, api-key %q, authorization %q", sawVersion, sawKey, sawAuth)
+	}
+	u := sim.Stats().Usage["test-model"]
+	if spent, _ := spentNow(t, a); spent != u.PromptTokens+2*u.CompletionTokens || spent == 0 {
+		t.Fatalf("spent %d for %+v", spent, u)
+	}
+}

@@ -368,7 +368,7 @@ func (e *upstreamRefused) note(code string, ra time.Duration) {
 func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage, served bool, failure, err error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), t.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+cl.req.Endpoint.Path(), bytes.NewReader(cl.prep.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url(cl.req.Endpoint, cl.req.Model), bytes.NewReader(cl.prep.Body))
 	if err != nil {
 		return u, false, nil, err
 	}
@@ -390,6 +390,8 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 		if t.apiKey != "" {
 			req.Header.Set("X-Api-Key", t.apiKey)
 		}
+	} else if t.kind == "azure" && t.apiKey != "" {
+		req.Header.Set("Api-Key", t.apiKey)
 	} else if t.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.apiKey)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -83,15 +84,30 @@ type candidate struct {
 // target is one upstream endpoint with its protection: a client with its
 // timeouts, a breaker and an optional queue.
 type target struct {
-	name    string
-	kind    string // "openai" or "anthropic"
-	baseURL string
-	apiKey  string
-	timeout time.Duration // the whole exchange
-	idle    time.Duration // between two stream chunks
-	client  *http.Client
-	breaker *breaker.Breaker
-	queue   *queue.Queue
+	name string
+	kind string // "openai", "azure" or "anthropic"
+	// Azure: api-version, and deployment names by model.
+	apiVersion  string
+	deployments map[string]string
+	baseURL     string
+	apiKey      string
+	timeout     time.Duration // the whole exchange
+	idle        time.Duration // between two stream chunks
+	client      *http.Client
+	breaker     *breaker.Breaker
+	queue       *queue.Queue
+}
+
+// url is where a request for model at endpoint ep goes on t.
+func (t *target) url(ep upstream.Endpoint, model string) string {
+	if t.kind != "azure" {
+		return t.baseURL + ep.Path()
+	}
+	deployment := t.deployments[model]
+	if deployment == "" {
+		deployment = model
+	}
+	return t.baseURL + "/deployments/" + url.PathEscape(deployment) + ep.Path() + "?api-version=" + url.QueryEscape(t.apiVersion)
 }
 
 // upstreamState is what outlives a reload for an upstream name: its
@@ -282,7 +298,8 @@ func (g *Gateway) target(u config.Upstream) *target {
 		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
 	}
 	return &target{
-		name: u.Name, kind: u.Kind, baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
+		name: u.Name, kind: u.Kind, apiVersion: u.APIVersion, deployments: u.Deployments,
+		baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
 		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		breaker: state.breaker, queue: state.queue,
 	}

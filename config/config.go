@@ -26,11 +26,12 @@ type Config struct {
 	// per-user limits; the request body's "user" field is used otherwise.
 	UserHeader string `yaml:"user_header"`
 
-	Store     Store              `yaml:"store"`
-	Upstreams []Upstream         `yaml:"upstreams"`
-	Models    map[string]Model   `yaml:"models"`
-	Plans     map[string][]Limit `yaml:"plans"`
-	Orgs      []Org              `yaml:"orgs"`
+	Store      Store              `yaml:"store"`
+	PaidRoutes []PaidRoute        `yaml:"paid_routes"`
+	Upstreams  []Upstream         `yaml:"upstreams"`
+	Models     map[string]Model   `yaml:"models"`
+	Plans      map[string][]Limit `yaml:"plans"`
+	Orgs       []Org              `yaml:"orgs"`
 }
 
 // Store selects where budget state lives.
@@ -45,6 +46,31 @@ type Store struct {
 	SnapshotPath string `yaml:"snapshot_path"`
 	// SnapshotInterval is how often the embedded store saves.
 	SnapshotInterval time.Duration `yaml:"snapshot_interval"`
+}
+
+// PaidRoute forwards a path prefix to any paid HTTP API and prices each
+// call by a rule: a fixed price per request, plus a price per unit read
+// from a response header or a JSON field. Every call reserves the rule's
+// maximum (PerRequest + PerUnit × MaxUnits) before it is forwarded.
+type PaidRoute struct {
+	// Name identifies the route in limits, metrics and the ledger.
+	Name string `yaml:"name"`
+	// Prefix is the gateway path, e.g. /paid/geocode; what follows it is
+	// appended to BaseURL.
+	Prefix  string `yaml:"prefix"`
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
+	// AuthHeader carries APIKey: "Authorization" (as a Bearer token, the
+	// default) or any header name (the key as is).
+	AuthHeader string        `yaml:"auth_header"`
+	Timeout    time.Duration `yaml:"timeout"`
+	PerRequest Money         `yaml:"per_request"`
+	PerUnit    Money         `yaml:"per_unit"`
+	// UnitsHeader or UnitsJSON (a gjson path into a JSON body) say how many
+	// units a call used; MaxUnits bounds the reservation.
+	UnitsHeader string `yaml:"units_header"`
+	UnitsJSON   string `yaml:"units_json"`
+	MaxUnits    int64  `yaml:"max_units"`
 }
 
 // Redis is the shared store of many gateway instances.

@@ -74,6 +74,10 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	for i := range c.Store.Redis.Addrs {
 		expand(fmt.Sprintf("store.redis.addrs.%d", i), &c.Store.Redis.Addrs[i])
 	}
+	for i := range c.PaidRoutes {
+		expand(fmt.Sprintf("paid_routes.%d.base_url", i), &c.PaidRoutes[i].BaseURL)
+		expand(fmt.Sprintf("paid_routes.%d.api_key", i), &c.PaidRoutes[i].APIKey)
+	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
 		expand(fmt.Sprintf("upstreams.%d.base_url", i), &u.BaseURL)

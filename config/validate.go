@@ -102,6 +102,15 @@ func (c *Config) SetDefaults() {
 			}
 		}
 	}
+	for i := range c.PaidRoutes {
+		r := &c.PaidRoutes[i]
+		if r.AuthHeader == "" {
+			r.AuthHeader = "Authorization"
+		}
+		if r.Timeout == 0 {
+			r.Timeout = time.Minute
+		}
+	}
 	for name, m := range c.Models {
 		if m.TokenRatio == 0 {
 			m.TokenRatio = 1
@@ -334,6 +343,32 @@ func (c *Config) validate(v *validator) {
 		}
 	}
 
+	prefixes := map[string]bool{}
+	for i, r := range c.PaidRoutes {
+		p := fmt.Sprintf("paid_routes.%d", i)
+		if !ValidID.MatchString(r.Name) {
+			v.addf(p+".name", "invalid name %q", r.Name)
+		}
+		if !strings.HasPrefix(r.Prefix, "/") || strings.HasPrefix(r.Prefix, "/v1/") || r.Prefix == "/v1" ||
+			strings.HasSuffix(r.Prefix, "/") || strings.ContainsAny(r.Prefix, "*:?#") {
+			v.addf(p+".prefix", "want a path such as /paid/geocode, outside /v1, without a trailing slash")
+		} else if prefixes[r.Prefix] {
+			v.addf(p+".prefix", "duplicate prefix %q", r.Prefix)
+		}
+		prefixes[r.Prefix] = true
+		if b, err := url.Parse(r.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
+			v.addf(p+".base_url", "want an http(s) URL, got %q", r.BaseURL)
+		}
+		if r.PerRequest.Value < 0 || r.PerUnit.Value < 0 || r.MaxUnits < 0 {
+			v.addf(p, "prices and max_units must not be negative")
+		}
+		if r.PerRequest.Value == 0 && r.PerUnit.Value == 0 {
+			v.addf(p, "set per_request, per_unit or both: a paid route needs a price")
+		}
+		if r.PerUnit.Value > 0 && ((r.UnitsHeader == "") == (r.UnitsJSON == "") || r.MaxUnits == 0) {
+			v.addf(p, "per_unit needs exactly one of units_header and units_json, and max_units")
+		}
+	}
 	for name, ls := range c.Plans {
 		if !ValidID.MatchString(name) {
 			v.addf("plans."+name, "invalid plan name")

@@ -64,7 +64,10 @@ type settings struct {
 	// absent), and the divisor of limits for local_fallback.
 	onUnavailable map[string]string
 	instances     int64
-	// fixed are the parts a reload cannot change (the store, the listener).
+	// paid are the generic paid HTTP routes by name.
+	paid map[string]*paidRoute
+	// fixed are the parts a reload cannot change (the store, the listener,
+	// the paid routes' prefixes, which are mounted once).
 	fixed string
 }
 
@@ -170,6 +173,11 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.settings.Store(st)
 	g.echo = g.routes()
+	for _, r := range c.PaidRoutes {
+		handler := g.authenticate(g.paid(r.Name))
+		g.echo.Any(r.Prefix, handler)
+		g.echo.Any(r.Prefix+"/*", handler)
+	}
 	return g, nil
 }
 
@@ -188,6 +196,15 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		onUnavailable: map[string]string{},
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
 		fixed:         fmt.Sprintf("%s|%s|%s|%v|%s", c.Listen, c.MetricsListen, c.Store.Kind, c.Store.Redis.Addrs, c.Store.SnapshotPath),
+		paid:          map[string]*paidRoute{},
+	}
+	for _, r := range c.PaidRoutes {
+		p, err := newPaidRoute(r)
+		if err != nil {
+			return nil, err
+		}
+		st.paid[r.Name] = p
+		st.fixed += "|" + r.Name + "=" + r.Prefix
 	}
 	if c.Store.Kind == "redis" {
 		for _, route := range config.Routes {

@@ -1,0 +1,124 @@
+package e2e_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+)
+
+// A generic paid API: GET /geocode answers with its units in a header,
+// POST /translate in its JSON body, /broken fails.
+func paidAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != "paid-secret" && r.Header.Get("Authorization") != "Bearer paid-secret" {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/geocode":
+			w.Header().Set("X-Units-Used", "3")
+			fmt.Fprintf(w, `{"q":%q,"lat":1.5}`, r.URL.Query().Get("q"))
+		case "/translate":
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"text":%q,"usage":{"units":%d}}`, strings.ToUpper(string(body)), len(body))
+		default:
+			http.Error(w, `{"error":"broken"}`, http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func paidGateway(t *testing.T, api string, ceiling string) (string, *app.App) {
+	t.Helper()
+	src := `
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+paid_routes:
+  - {name: geo, prefix: /paid/geo, base_url: "` + api + `", api_key: paid-secret, auth_header: X-Api-Key,
+     per_request: "$0.001", per_unit: "$0.0005", units_header: X-Units-Used, max_units: 10}
+  - {name: tr, prefix: /paid/tr, base_url: "` + api + `", api_key: paid-secret,
+     per_unit: "$0.0001", units_json: usage.units, max_units: 100}
+orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
+        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]}]}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(a.Handler())
+	t.Cleanup(func() { gw.Close(); a.Close() })
+	return gw.URL, a
+}
+
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestPaidRoutesPricedByRule(t *testing.T) {
+	api := paidAPI(t)
+	url, a := paidGateway(t, api.URL, "$1")
+	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=paris", ""); status != 200 || !strings.Contains(body, `"q":"paris"`) {
+		t.Fatalf("geocode: %d %s", status, body)
+	}
+	// $0.001 per request + 3 units × $0.0005 = 2500 µ$
+	if spent, pending := spentNow(t, a); spent != 2500 || pending != 0 {
+		t.Fatalf("after geocode spent %d pending %d, want 2500", spent, pending)
+	}
+	if status, body := call(t, http.MethodPost, url+"/paid/tr/translate", "hello"); status != 200 || !strings.Contains(body, "HELLO") {
+		t.Fatalf("translate: %d %s", status, body)
+	}
+	// 5 units (the body's length) × $0.0001 = 500 µ$
+	if spent, _ := spentNow(t, a); spent != 3000 {
+		t.Fatalf("after translate spent %d, want 3000", spent)
+	}
+	if status, _ := call(t, http.MethodGet, url+"/paid/geo/broken", ""); status != 500 {
+		t.Fatalf("broken: %d", status)
+	}
+	if spent, _ := spentNow(t, a); spent != 3000 {
+		t.Fatalf("a failed call was charged: spent %d", spent)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"/paid/geo/geocode", nil)
+	resp, err := http.DefaultClient.Do(req) // no key
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("without a key: %d", resp.StatusCode)
+	}
+}
+
+func TestPaidRouteReservesTheRuleMaximum(t *testing.T) {
+	api := paidAPI(t)
+	url, a := paidGateway(t, api.URL, "$0.0055") // below one geocode's maximum (6000 µ$)
+	status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x", "")
+	if status != 429 || !strings.Contains(body, "insufficient_quota") {
+		t.Fatalf("a call whose maximum passes the ceiling: %d %s", status, body)
+	}
+	if spent, pending := spentNow(t, a); spent != 0 || pending != 0 {
+		t.Fatalf("refused call left spent %d pending %d", spent, pending)
+	}
+}

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -145,5 +146,58 @@ func TestAnthropicRefusalsAreAnthropicErrors(t *testing.T) {
 	_ = jsonDecode(resp, &body)
 	if resp.StatusCode != 400 || body.Type != "error" || body.Error.Type != "invalid_request_error" || !strings.Contains(body.Error.Message, "required") {
 		t.Fatalf("no max_tokens: %d %+v", resp.StatusCode, body)
+	}
+}
+
+// The fault modes on Anthropic streams: one ledger entry each, estimated
+// where the gateway counted, the bound enforced mid-stream, charged once.
+func TestAnthropicStreamFaults(t *testing.T) {
+	for _, tc := range []struct {
+		desc      string
+		fault     simulated.Fault
+		reply     int64
+		estimated bool
+	}{
+		{"truncated", simulated.Truncate, 16, true},
+		{"usage dropped", simulated.DropUsage, 16, true},
+		{"usage twice", simulated.DoubleUsage, 16, false},
+		{"max_tokens ignored", simulated.IgnoreMaxTokens, 400, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			url, a, sim, _, entries := anthropicGateway(t, 10_000_000, simulated.Options{Fault: tc.fault, ReplyTokens: func(uint64) int64 { return tc.reply }})
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages",
+				strings.NewReader(`{"model":"`+claude+`","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"a long story"}]}`))
+			req.Header.Set("X-Api-Key", testKey)
+			req.Header.Set("Anthropic-Version", "2023-06-01")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			spent, pending := spentNow(t, a)
+			es := entries()
+			if len(es) != 1 {
+				t.Fatalf("%d entries", len(es))
+			}
+			e, st := es[0], sim.Stats().Usage[claude]
+			if e.Usage.Estimated != tc.estimated || spent != int64(e.Cost) || pending != 0 {
+				t.Fatalf("entry %+v; spent %d pending %d", e, spent, pending)
+			}
+			switch tc.fault {
+			case simulated.DoubleUsage:
+				if e.Usage.OutputTokens != st.CompletionTokens || e.Usage.InputTokens != st.PromptTokens {
+					t.Fatalf("usage %+v, reported once %+v", e.Usage, st)
+				}
+			case simulated.IgnoreMaxTokens:
+				if e.Cost != e.Reserved || !strings.Contains(string(got), "output_limit_reached") {
+					t.Fatalf("overrun: cost %v reserved %v, stream ends %q", e.Cost, e.Reserved, tail(got))
+				}
+			default:
+				if e.Usage.OutputTokens != st.DeliveredTokens {
+					t.Fatalf("charged %d output tokens, %d were relayed", e.Usage.OutputTokens, st.DeliveredTokens)
+				}
+			}
+		})
 	}
 }

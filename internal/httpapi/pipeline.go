@@ -45,6 +45,8 @@ type call struct {
 	served *candidate
 	// routePath is the gateway route, e.g. /v1/chat/completions.
 	routePath string
+	// chargeReserved settles at the reservation itself (no usable usage).
+	chargeReserved bool
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
@@ -228,6 +230,9 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	actual := budget.Amounts{}
 	if served {
 		cost, err := cl.served.price.Cost(u)
+		if cl.chargeReserved {
+			cost, err = cl.estimate.Cost, nil
+		}
 		if err != nil {
 			// Usage we cannot price is charged at the reservation: over,
 			// never under.
@@ -495,8 +500,10 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 	return cl.reservedUsage()
 }
 
-// reservedUsage is the reservation's own upper bound, marked estimated.
+// reservedUsage is the reservation's own upper bound, marked estimated; the
+// request is then charged exactly what was reserved.
 func (cl *call) reservedUsage() budget.Usage {
+	cl.chargeReserved = true
 	return budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: cl.prep.MaxOutputTokens, Estimated: true}
 }
 

@@ -130,6 +130,8 @@ type Limit struct {
 	Window time.Duration
 	// Period and Location define a Ceiling's calendar (nil Location = UTC).
 	Period Period
+	// Algorithm is how a Rate limit counts (token bucket by default).
+	Algorithm Algorithm
 	// Shadow limits are evaluated and counted but never refuse: a request
 	// they would have refused passes (and leaves their bucket untouched, as
 	// if it had been refused there), so a new limit can be tried on real
@@ -178,6 +180,9 @@ func (l *Limit) Validate() error {
 		}
 	default:
 		return fmt.Errorf("budget: limit %s: unknown kind %v", l.Bucket, l.Kind)
+	}
+	if err := validateAlgorithm(l); err != nil {
+		return err
 	}
 	if l.Unit < Tokens || l.Unit > Microdollars {
 		return fmt.Errorf("budget: limit %s: unknown unit %v", l.Bucket, l.Unit)

@@ -3,6 +3,8 @@ package budget
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -89,6 +91,8 @@ func RateCost(l *Limit, n int64) (int64, error) {
 // pending, a Concurrency bucket's requests in flight.
 type Counters struct {
 	TAT, Spent, Pending, InFlight int64
+	// Prev is a sliding window's previous window count.
+	Prev int64
 	// Override, when HasOverride, is a Ceiling's amount set at run time.
 	Override    int64
 	HasOverride bool
@@ -96,6 +100,15 @@ type Counters struct {
 
 func read(st State, d *Debit) Counters {
 	l := &d.Limit
+	if l.windowed() {
+		spent, pending := st.CeilingUse(l.Bucket, d.Period)
+		c := Counters{Spent: spent, Pending: pending}
+		if l.Algorithm == SlidingWindow {
+			ps, pp := st.CeilingUse(l.Bucket, prevWindow(d))
+			c.Prev = ps + pp
+		}
+		return c
+	}
 	switch l.Kind {
 	case Rate:
 		return Counters{TAT: st.RateTAT(l.Bucket)}
@@ -112,6 +125,9 @@ func read(st State, d *Debit) Counters {
 // decide judges one debit against the counters its bucket had before.
 func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.Duration, err error) {
 	l := &d.Limit
+	if l.windowed() {
+		return decideWindow(d, c, now)
+	}
 	switch l.Kind {
 	case Rate:
 		nowUs := micros(now)
@@ -166,8 +182,13 @@ func rateStatus(l *Limit, tat, now, tol int64) Status {
 // SetPeriods fixes each Ceiling debit's period from now.
 func SetPeriods(debits []Debit, now time.Time) {
 	for i := range debits {
-		if d := &debits[i]; d.Limit.Kind == Ceiling {
+		d := &debits[i]
+		switch {
+		case d.Limit.Kind == Ceiling:
 			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
+		case d.Limit.windowed():
+			idx, _, _ := windowOf(&d.Limit, now)
+			d.Period = WindowID(&d.Limit, idx)
 		}
 	}
 }
@@ -242,6 +263,11 @@ func fraction(s Status) float64 {
 
 func take(st State, d *Debit, now time.Time) {
 	l := &d.Limit
+	if l.windowed() {
+		spent, pending := st.CeilingUse(l.Bucket, d.Period)
+		st.SetCeilingUse(l.Bucket, d.Period, spent, pending+d.Amount)
+		return
+	}
 	switch l.Kind {
 	case Rate:
 		cost, _ := RateCost(l, d.Amount) // checked in check
@@ -266,6 +292,12 @@ func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error
 		d := &debits[i]
 		l := &d.Limit
 		a := actual.Of(l.Unit)
+		if l.windowed() {
+			// A window counts what was used in it, settled like a budget.
+			spent, pending := st.CeilingUse(l.Bucket, d.Period)
+			st.SetCeilingUse(l.Bucket, d.Period, spent+a, max(0, pending-d.Amount))
+			continue
+		}
 		switch l.Kind {
 		case Rate:
 			reserved, err := RateCost(l, d.Amount)
@@ -312,4 +344,11 @@ func StatusOf(debits []Debit, counters []Counters, now time.Time) []Status {
 		_, out[i], _, _ = decide(&d, counters[i], now)
 	}
 	return out
+}
+
+// prevWindow is the id of the window before a windowed debit's own.
+func prevWindow(d *Debit) string {
+	_, idx, _ := strings.Cut(d.Period, ":")
+	i, _ := strconv.ParseInt(idx, 10, 64)
+	return WindowID(&d.Limit, i-1)
 }

@@ -228,6 +228,9 @@ type Limit struct {
 	Burst Money `yaml:"burst"`
 	// Window is a rate limit's refill window (default 1m).
 	Window time.Duration `yaml:"window"`
+	// Algorithm is how a rate limit counts: token_bucket (the default;
+	// gcra is the same), fixed_window or sliding_window.
+	Algorithm string `yaml:"algorithm"`
 	// Period is a budget's calendar span: "day" or "month".
 	Period string `yaml:"period"`
 	// TimeZone overrides the org's calendar for this budget.

@@ -468,6 +468,15 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 		}
 		switch l.Kind {
 		case "rate":
+			switch l.Algorithm {
+			case "", "token_bucket", "gcra":
+			case "fixed_window", "sliding_window":
+				if l.Burst.Value != 0 {
+					v.addf(lp+".burst", "a %s has no burst", l.Algorithm)
+				}
+			default:
+				v.addf(lp+".algorithm", "unknown algorithm %q (want token_bucket, gcra, fixed_window or sliding_window)", l.Algorithm)
+			}
 			if l.Window < time.Millisecond || l.Window%time.Microsecond != 0 {
 				v.addf(lp+".window", "must be at least 1ms, in whole microseconds")
 			}
@@ -484,8 +493,8 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 			if _, err := time.LoadLocation(l.TimeZone); l.TimeZone != "" && err != nil {
 				v.addf(lp+".time_zone", "unknown time zone %q", l.TimeZone)
 			}
-			if l.Window != 0 || l.Burst.Value != 0 {
-				v.addf(lp, "window and burst belong to rate limits")
+			if l.Window != 0 || l.Burst.Value != 0 || l.Algorithm != "" {
+				v.addf(lp, "window, burst and algorithm belong to rate limits")
 			}
 		case "concurrency":
 			if l.Unit != "requests" {

@@ -208,6 +208,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			delete(s.state.rates, b) // a full bucket reads the same as a missing one
 		}
 	}
+	for k := range s.state.ceilings {
+		if budget.WindowExpired(k.Period, now) {
+			delete(s.state.ceilings, k) // a rate window no longer read
+		}
+	}
 	return n, nil
 }
 

@@ -162,6 +162,9 @@ func (s *Store) tag(partition string) string {
 func (s *Store) bucketKey(tag string, d *budget.Debit) string {
 	switch d.Limit.Kind {
 	case budget.Rate:
+		if d.Limit.Algorithm != budget.TokenBucket {
+			return tag + "w:" + d.Limit.Bucket + ":" + d.Period
+		}
 		return tag + "r:" + d.Limit.Bucket
 	case budget.Ceiling:
 		return tag + "c:" + d.Limit.Bucket + ":" + d.Period
@@ -270,6 +273,11 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: reply of %d values for %d debits", len(raw), len(r.Debits))
 		}
 		counters := decodeCounters(raw[2:], len(r.Debits))
+		for i := range counters {
+			if r.Debits[i].Limit.Algorithm == budget.SlidingWindow {
+				counters[i].Prev, counters[i].TAT = counters[i].TAT, 0 // the script reports it in the first slot
+			}
+		}
 		res, err := budget.Evaluate(r.Debits, counters, redisNow)
 		if allowed := raw[0] == 1; allowed != res.Allowed {
 			// The script and the Go algorithm disagree: a bug. Refuse.
@@ -294,8 +302,18 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 		d := &r.Debits[i]
 		l := &d.Limit
 		keys = append(keys, s.bucketKey(tag, d))
-		switch l.Kind {
-		case budget.Rate:
+		switch {
+		case l.Kind == budget.Rate && l.Algorithm != budget.TokenBucket:
+			start, end, prev := budget.WindowBounds(l, now)
+			keep := l.Window.Milliseconds() + 1000
+			if l.Algorithm == budget.FixedWindow {
+				args = append(args, "c", d.Amount, l.Amount, start, end, "", shadowArg(l), keep)
+			} else {
+				p := *d
+				p.Period = prev
+				args = append(args, "s", d.Amount, l.Amount, start, end, s.bucketKey(tag, &p), shadowArg(l), keep)
+			}
+		case l.Kind == budget.Rate:
 			cost, err := budget.RateCost(l, d.Amount)
 			if err != nil {
 				return nil, nil, err
@@ -305,11 +323,11 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 				return nil, nil, err
 			}
 			args = append(args, "r", cost, tol, 0, 0, "", shadowArg(l), 0)
-		case budget.Ceiling:
+		case l.Kind == budget.Ceiling:
 			end := budget.PeriodEnd(l.Period, now, l.Location)
 			start := budget.PeriodStart(l.Period, now, l.Location)
 			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, shadowArg(l), ceilingRetention(l.Period).Milliseconds())
-		case budget.Concurrency:
+		case l.Kind == budget.Concurrency:
 			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", shadowArg(l), (2*r.Lease + 24*time.Hour).Milliseconds())
 		default:
 			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
@@ -429,8 +447,10 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 		d := &debits[i]
 		call.Kinds[i], call.Buckets[i] = kindArg(d.Limit.Kind), s.bucketKey(tag, d)
 		a := actual.Of(d.Limit.Unit)
-		switch d.Limit.Kind {
-		case budget.Rate:
+		switch {
+		case d.Limit.Kind == budget.Rate && d.Limit.Algorithm != budget.TokenBucket:
+			call.Actual[i] = a // a window is settled like a budget
+		case d.Limit.Kind == budget.Rate:
 			used, err := budget.RateCost(&d.Limit, a)
 			if err != nil {
 				return nil, err
@@ -440,7 +460,7 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 				return nil, err
 			}
 			call.Actual[i] = used - reserved
-		case budget.Ceiling:
+		case d.Limit.Kind == budget.Ceiling:
 			call.Actual[i] = a
 		}
 	}
@@ -503,7 +523,7 @@ func shadowArg(l *budget.Limit) string {
 func kindArg(k budget.Kind) string {
 	switch k {
 	case budget.Rate:
-		return "r"
+		return "r" // peek reads a window as "r" too: its token state is empty
 	case budget.Ceiling:
 		return "c"
 	}
@@ -604,7 +624,11 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	args := []any{s.nowArg()}
 	for i := range debits {
 		keys = append(keys, s.bucketKey(tag, &debits[i]))
-		args = append(args, kindArg(debits[i].Limit.Kind))
+		k := kindArg(debits[i].Limit.Kind)
+		if debits[i].Limit.Algorithm != budget.TokenBucket {
+			k = "c" // a window's current counter (a sliding window's previous one is not read here)
+		}
+		args = append(args, k)
 	}
 	for i := range debits {
 		args = append(args, debits[i].Limit.Bucket)

@@ -9,11 +9,13 @@
 -- ARGV[3]  now µs, or "" for Redis TIME (tests pin the clock)
 -- ARGV[4]  number of debits n
 -- then 6 values per debit:
---   kind ("r" rate, "c" ceiling, "n" concurrency),
+--   kind ("r" token bucket, "c" ceiling or fixed window, "s" sliding
+--   window, "n" concurrency),
 --   amount (rate: cost in µs of the bucket; ceiling: units; concurrency: 1),
 --   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
 --   period start µs and end µs (ceiling; 0 0 otherwise),
---   bucket name (the field of a run-time ceiling in KEYS[4]),
+--   bucket name (the field of a run-time ceiling in KEYS[4]; for "s" the
+--   previous window's key, in the same slot),
 --   shadow ("1": evaluated, never refuses, not taken when it would refuse),
 --   keep ms: how long the bucket key outlives now (ceiling: after its
 --   period ends; concurrency: from now). Relative, so a test's pinned clock
@@ -47,11 +49,11 @@ for i = 1, n do
   starts[i], ends[i], names[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6]
   shadows[i], expires[i] = ARGV[b + 7] == "1", tonumber(ARGV[b + 8])
   local k = kinds[i]
-  if (k ~= "r" and k ~= "c" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
+  if (k ~= "r" and k ~= "c" and k ~= "s" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
       or not starts[i] or not ends[i] or not expires[i] then
     return redis.error_reply("tollgate: reserve: bad debit " .. i)
   end
-  if k == "c" and (now < starts[i] or now >= ends[i]) then
+  if (k == "c" or k == "s") and (now < starts[i] or now >= ends[i]) then
     return {-2, now}
   end
 end
@@ -76,6 +78,16 @@ for i = 1, n do
     local o = redis.call("HGET", KEYS[4], names[i])
     if o then override = tonumber(o); caps[i] = override end
     if amounts[i] > caps[i] - spent - pending then skip[i] = true end
+  elseif k == "s" then
+    local v = redis.call("HMGET", key, "spent", "pending")
+    spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
+    local p = redis.call("HMGET", names[i], "spent", "pending")
+    local prev = tonumber(p[1] or "0") + tonumber(p[2] or "0")
+    local w = ends[i] - starts[i]
+    -- the same float64 expression as budget.SlidingWeight
+    local weighted = math.floor(prev * (w - (now - starts[i])) / w)
+    if amounts[i] > caps[i] or amounts[i] > caps[i] - spent - pending - weighted then skip[i] = true end
+    tat = prev -- reported in the first counter slot
   else
     flight = tonumber(redis.call("GET", key) or "0")
     if flight + amounts[i] > caps[i] then skip[i] = true end
@@ -98,7 +110,7 @@ for i = 1, n do
     local tat = math.max(tats[i], now) + amounts[i]
     -- The key lives until the bucket is full again, then reads as missing.
     redis.call("SET", key, string.format("%.0f", tat), "PX", math.floor((tat - now) / 1000) + 1000)
-  elseif k == "c" then
+  elseif k == "c" or k == "s" then
     redis.call("HINCRBY", key, "pending", string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", math.floor((ends[i] - now) / 1000) + expires[i]))
   else

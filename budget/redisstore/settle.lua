@@ -82,7 +82,7 @@ for i, debit in ipairs(debits) do
         redis.call("DEL", key)
       end
     end
-  elseif k == "c" then
+  elseif k == "c" or k == "s" then
     local spent = reserved
     if m > 0 then spent = actual[i] end
     local pending = tonumber(redis.call("HGET", key, "pending") or "0")

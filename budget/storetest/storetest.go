@@ -71,6 +71,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"bad amounts are refused", badAmounts},
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
 		{"shadow limits count but never refuse", shadowLimits},
+		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
+		{"a sliding window keeps within its documented error", slidingWindowError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -477,4 +479,105 @@ func shadowLimits(t *testing.T, s budget.Store, c *Clock) {
 	if got := remaining(t, s, team); got != int64(10*budget.Dollar-budget.Dollar-budget.Dollar/4) {
 		t.Fatalf("team after settling: %d", got)
 	}
+}
+
+func windowLimit(bucket string, alg budget.Algorithm, n int64) budget.Limit {
+	return budget.Limit{Bucket: bucket, Name: bucket, Scope: budget.ScopeKey, Kind: budget.Rate,
+		Unit: budget.Requests, Amount: n, Window: time.Minute, Algorithm: alg}
+}
+
+var reqs atomic.Int64
+
+func one(t *testing.T, s budget.Store, l budget.Limit) (bool, budget.Result) {
+	t.Helper()
+	id := "q" + strconv.FormatInt(reqs.Add(1), 10)
+	_, res, err := reserve(t, s, id, time.Minute, budget.Amounts{Requests: 1}, l)
+	switch {
+	case err == nil:
+		mustSettle(t, s, id, budget.Amounts{Requests: 1}, budget.Settled)
+		return true, res
+	case errors.Is(err, budget.ErrRateLimited):
+		return false, res
+	}
+	t.Fatalf("reserve: %v", err)
+	return false, res
+}
+
+func fixedWindowEdge(t *testing.T, s budget.Store, c *Clock) {
+	l := windowLimit("fw", budget.FixedWindow, 10)
+	c.Advance(59 * time.Second) // the last second of a window
+	for i := range 10 {
+		if ok, _ := one(t, s, l); !ok {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	ok, res := one(t, s, l)
+	if ok || res.RetryAfter != time.Second {
+		t.Fatalf("11th in the window: allowed %v, retry %v (want refused until the window ends in 1s)", ok, res.RetryAfter)
+	}
+	c.Advance(time.Second)
+	for i := range 10 {
+		if ok, _ := one(t, s, l); !ok {
+			t.Fatalf("request %d of the next window refused", i)
+		}
+	}
+	// 20 requests within one second: the fixed window's documented flaw.
+}
+
+// The sliding window counter assumes the previous window's requests were
+// spread evenly. Even traffic stays within one request of the limit in any
+// minute; a burst at the very end of a window is the worst case, and even
+// then no minute sees more than twice the limit.
+func slidingWindowError(t *testing.T, s budget.Store, c *Clock) {
+	l := windowLimit("sw-even", budget.SlidingWindow, 10)
+	var admitted []time.Duration
+	for at := time.Duration(0); at < 5*time.Minute; at += 3 * time.Second { // 20 a minute offered
+		if ok, _ := one(t, s, l); ok {
+			admitted = append(admitted, at)
+		}
+		c.Advance(3 * time.Second)
+	}
+	if worst := busiestMinute(admitted); worst > 11 {
+		t.Fatalf("even traffic: %d admitted in one minute, limit 10 (+1 documented error)", worst)
+	}
+
+	burst := windowLimit("sw-burst", budget.SlidingWindow, 10)
+	base := c.Now()
+	// Align to the last second of a window, then burst.
+	c.Advance(time.Duration(60-base.Second()-1)*time.Second - time.Duration(base.Nanosecond()))
+	start := c.Now()
+	admitted = nil
+	for i := range 10 {
+		if ok, _ := one(t, s, burst); !ok {
+			t.Fatalf("burst request %d refused", i)
+		}
+		admitted = append(admitted, 0)
+	}
+	c.Advance(time.Second) // the next window begins: all 10 still weigh
+	ok, res := one(t, s, burst)
+	if ok || res.RetryAfter != 6*time.Second {
+		t.Fatalf("after the burst: allowed %v, retry %v (want 6s, when a tenth of the old window has slid out)", ok, res.RetryAfter)
+	}
+	for at := time.Second; at < 3*time.Minute; at += time.Second {
+		if ok, _ := one(t, s, burst); ok {
+			admitted = append(admitted, c.Now().Sub(start))
+		}
+		c.Advance(time.Second)
+	}
+	if worst := busiestMinute(admitted); worst > 20 {
+		t.Fatalf("burst at a window edge: %d admitted in one minute, more than twice the limit", worst)
+	}
+}
+
+// busiestMinute is the most admissions inside any 60-second span.
+func busiestMinute(at []time.Duration) int {
+	worst := 0
+	for i := range at {
+		n := 0
+		for j := i; j < len(at) && at[j]-at[i] < time.Minute; j++ {
+			n++
+		}
+		worst = max(worst, n)
+	}
+	return worst
 }

@@ -168,6 +168,12 @@ func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Loc
 		// misreading the old one. Budgets keep their buckets: spend
 		// survives any change of ceiling.
 		b.Bucket += fmt.Sprintf("@%d/%s/%d", l.Amount.Value, l.Window, l.Burst.Value)
+		switch l.Algorithm {
+		case "fixed_window":
+			b.Algorithm, b.Bucket = budget.FixedWindow, b.Bucket+"/fixed"
+		case "sliding_window":
+			b.Algorithm, b.Bucket = budget.SlidingWindow, b.Bucket+"/sliding"
+		}
 	case "budget":
 		b.Kind = budget.Ceiling
 	case "concurrency":

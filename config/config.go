@@ -22,6 +22,13 @@ type Config struct {
 	// Lease is how long a reservation lives without settlement before it
 	// is charged in full.
 	Lease time.Duration `yaml:"lease"`
+	// TrustedProxies are the CIDRs whose X-Forwarded-For is believed when
+	// finding a client's IP (for per-IP limits); others are the client.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// AuthFailures limits failed authentications per client IP: past
+	// Limit in Window the answer is 429 with Retry-After (brute force,
+	// credential stuffing). Default 30 a minute; Limit -1 turns it off.
+	AuthFailures AuthFailures `yaml:"auth_failures"`
 	// UserHeader names the request header that identifies an end user for
 	// per-user limits; the request body's "user" field is used otherwise.
 	UserHeader string `yaml:"user_header"`
@@ -32,6 +39,12 @@ type Config struct {
 	Models     map[string]Model   `yaml:"models"`
 	Plans      map[string][]Limit `yaml:"plans"`
 	Orgs       []Org              `yaml:"orgs"`
+}
+
+// AuthFailures is the per-IP limit on failed authentications.
+type AuthFailures struct {
+	Limit  int64         `yaml:"limit"`
+	Window time.Duration `yaml:"window"`
 }
 
 // Store selects where budget state lives.

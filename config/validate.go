@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -43,6 +44,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
+	}
+	if c.AuthFailures.Limit == 0 {
+		c.AuthFailures.Limit = 30
+	}
+	if c.AuthFailures.Window == 0 {
+		c.AuthFailures.Window = time.Minute
 	}
 	if c.UserHeader == "" {
 		c.UserHeader = DefaultUserHeader
@@ -182,6 +189,14 @@ func (c *Config) validate(v *validator) {
 	}
 	if c.Lease < time.Second {
 		v.addf("lease", "must be at least 1s")
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			v.addf(fmt.Sprintf("trusted_proxies.%d", i), "want a CIDR such as 10.0.0.0/8, got %q", p)
+		}
+	}
+	if c.AuthFailures.Limit < -1 || c.AuthFailures.Window < time.Second {
+		v.addf("auth_failures", "limit must be -1 (off) or positive, window at least 1s")
 	}
 	switch c.Store.Kind {
 	case "embedded":

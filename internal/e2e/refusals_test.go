@@ -278,3 +278,27 @@ func TestSDKSeesTypedErrorsForAuth(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The N+1th failed authentication from one address gets 429 with
+// Retry-After; another address is not affected; a proxy's X-Forwarded-For
+// is believed only from a trusted proxy.
+func TestBruteForceIsThrottledPerIP(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	// The harness config leaves auth_failures at its default: 30 a minute,
+	// and trusts no proxy, so X-Forwarded-For is ignored.
+	for i := range 30 {
+		resp, eb := h.post("/v1/chat/completions", "tg-guess-"+strconv.Itoa(i), `{}`, map[string]string{"X-Forwarded-For": "203.0.113." + strconv.Itoa(i)})
+		if resp.StatusCode != 401 {
+			t.Fatalf("failure %d: %d %s", i, resp.StatusCode, eb.Error.Code)
+		}
+	}
+	resp, eb := h.post("/v1/chat/completions", "tg-guess-31", `{}`, nil)
+	ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != 429 || eb.Error.Code != "too_many_auth_failures" || ra < 1 || ra > 60 {
+		t.Fatalf("31st failure: %d %s Retry-After %q", resp.StatusCode, eb.Error.Code, resp.Header.Get("Retry-After"))
+	}
+	// A good key still works from the same address.
+	if resp, _ := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("a valid key after the failures: %d", resp.StatusCode)
+	}
+}

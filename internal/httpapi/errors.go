@@ -79,7 +79,11 @@ func mapError(err error) refusal {
 		mErr    *modelError
 		upErr   *upstreamRefused
 	)
+	var throttled *authThrottled
 	switch {
+	case errors.As(err, &throttled):
+		return refusal{status: http.StatusTooManyRequests, retryAfter: max(throttled.retryAfter, time.Second),
+			body: apiError{Message: "Too many failed authentications from this address; wait before trying again.", Type: "rate_limit_error", Code: "too_many_auth_failures"}}
 	case errors.As(err, &upErr):
 		msg := map[string]string{
 			"upstream_circuit_open":  "The upstream is failing and its circuit is open; the request was not forwarded.",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -66,6 +67,10 @@ type settings struct {
 	instances     int64
 	// paid are the generic paid HTTP routes by name.
 	paid map[string]*paidRoute
+	// trusted proxies, for client IPs; authFail is the per-IP limit on
+	// failed authentications (Amount 0: off).
+	trusted  []netip.Prefix
+	authFail budget.Limit
 	// fixed are the parts a reload cannot change (the store, the listener,
 	// the paid routes' prefixes, which are mounted once).
 	fixed string
@@ -197,6 +202,13 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
 		fixed:         fmt.Sprintf("%s|%s|%s|%v|%s", c.Listen, c.MetricsListen, c.Store.Kind, c.Store.Redis.Addrs, c.Store.SnapshotPath),
 		paid:          map[string]*paidRoute{},
+	}
+	for _, p := range c.TrustedProxies {
+		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
+	}
+	if c.AuthFailures.Limit > 0 {
+		st.authFail = budget.Limit{Name: "auth-failures", Partition: "_auth", Scope: budget.ScopeKey, Kind: budget.Rate,
+			Unit: budget.Requests, Amount: c.AuthFailures.Limit, Window: c.AuthFailures.Window, Algorithm: budget.FixedWindow}
 	}
 	for _, r := range c.PaidRoutes {
 		p, err := newPaidRoute(r)
@@ -384,21 +396,49 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			key = strings.TrimSpace(token)
 		}
-		if key == "" {
-			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
-			return errNoKey
-		}
 		st := g.settings.Load()
+		if key == "" {
+			return g.authFailed(c, st, errNoKey)
+		}
 		p, ok := st.dir.lookup(key)
 		if !ok {
-			g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
-			return errBadKey
+			return g.authFailed(c, st, errBadKey)
 		}
 		c.Set(principalKey, p)
 		c.Set(settingsKey, st) // the whole request uses the settings its key was found in
 		return next(c)
 	}
 }
+
+// authFailed counts a failed authentication against the client's IP: past
+// the limit the answer is 429 with Retry-After instead of 401, so guessing
+// keys (or stuffing stolen ones) is slowed to a crawl.
+func (g *Gateway) authFailed(c echo.Context, st *settings, err error) error {
+	g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
+	if st.authFail.Amount == 0 {
+		return err
+	}
+	ip := clientIP(c.Request(), st.trusted)
+	l := st.authFail
+	l.Bucket = "authfail:" + ip
+	ctx := c.Request().Context()
+	r, _, rerr := g.engine.Reserve(ctx, []budget.Limit{l}, budget.Amounts{Requests: 1})
+	var refused *budget.RefusedError
+	switch {
+	case errors.As(rerr, &refused):
+		g.metrics.Refusals.WithLabelValues("auth_failures", "ip", l.Name, "").Inc()
+		g.log.Warn("too many failed authentications", "client_ip", ip)
+		return &authThrottled{retryAfter: refused.RetryAfter()}
+	case rerr == nil:
+		_, _ = g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
+	}
+	return err
+}
+
+// authThrottled refuses a client that failed authentication too often.
+type authThrottled struct{ retryAfter time.Duration }
+
+func (e *authThrottled) Error() string { return "httpapi: too many failed authentications" }
 
 func principalOf(c echo.Context) *Principal {
 	p, _ := c.Get(principalKey).(*Principal)

@@ -29,6 +29,8 @@ type Config struct {
 	// Limit in Window the answer is 429 with Retry-After (brute force,
 	// credential stuffing). Default 30 a minute; Limit -1 turns it off.
 	AuthFailures AuthFailures `yaml:"auth_failures"`
+	// Bypass configures signed limit bypass for internal services.
+	Bypass Bypass `yaml:"bypass"`
 	// UserHeader names the request header that identifies an end user for
 	// per-user limits; the request body's "user" field is used otherwise.
 	UserHeader string `yaml:"user_header"`
@@ -39,6 +41,23 @@ type Config struct {
 	Models     map[string]Model   `yaml:"models"`
 	Plans      map[string][]Limit `yaml:"plans"`
 	Orgs       []Org              `yaml:"orgs"`
+}
+
+// Bypass lets internal services skip limits with a signed header:
+// X-Tollgate-Signature: t=<unix seconds>,n=<nonce>,s=<hex HMAC-SHA256>
+// over "METHOD\nPATH\nhex(sha256(body))\nt\nnonce" with one of Secrets.
+// Bypassed requests are still metered, priced, logged and counted.
+type Bypass struct {
+	Secrets []BypassSecret `yaml:"secrets"`
+	// Window is the allowed clock skew either way (default 300s); a nonce
+	// is refused if seen again within it.
+	Window time.Duration `yaml:"window"`
+}
+
+// BypassSecret is one caller's shared secret (write it as ${ENV_VAR}).
+type BypassSecret struct {
+	ID     string `yaml:"id"`
+	Secret string `yaml:"secret"`
 }
 
 // AuthFailures is the per-IP limit on failed authentications.
@@ -286,4 +305,7 @@ type Key struct {
 	Limits []Limit `yaml:"limits"`
 	// Models narrows the team's models for this key.
 	Models []string `yaml:"models"`
+	// Unlimited keys (admin, on-call) are never refused by a limit; their
+	// requests are metered, priced, logged and counted as bypasses.
+	Unlimited bool `yaml:"unlimited"`
 }

@@ -74,6 +74,9 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	for i := range c.Store.Redis.Addrs {
 		expand(fmt.Sprintf("store.redis.addrs.%d", i), &c.Store.Redis.Addrs[i])
 	}
+	for i := range c.Bypass.Secrets {
+		expand(fmt.Sprintf("bypass.secrets.%d.secret", i), &c.Bypass.Secrets[i].Secret)
+	}
 	for i := range c.PaidRoutes {
 		expand(fmt.Sprintf("paid_routes.%d.base_url", i), &c.PaidRoutes[i].BaseURL)
 		expand(fmt.Sprintf("paid_routes.%d.api_key", i), &c.PaidRoutes[i].APIKey)

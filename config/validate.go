@@ -51,6 +51,9 @@ func (c *Config) SetDefaults() {
 	if c.AuthFailures.Window == 0 {
 		c.AuthFailures.Window = time.Minute
 	}
+	if c.Bypass.Window == 0 {
+		c.Bypass.Window = 300 * time.Second
+	}
 	if c.UserHeader == "" {
 		c.UserHeader = DefaultUserHeader
 	}
@@ -194,6 +197,14 @@ func (c *Config) validate(v *validator) {
 		if _, err := netip.ParsePrefix(p); err != nil {
 			v.addf(fmt.Sprintf("trusted_proxies.%d", i), "want a CIDR such as 10.0.0.0/8, got %q", p)
 		}
+	}
+	for i, b := range c.Bypass.Secrets {
+		if !ValidID.MatchString(b.ID) || len(b.Secret) < 32 {
+			v.addf(fmt.Sprintf("bypass.secrets.%d", i), "want an id and a secret of at least 32 characters")
+		}
+	}
+	if c.Bypass.Window < time.Second {
+		v.addf("bypass.window", "must be at least 1s")
 	}
 	if c.AuthFailures.Limit < -1 || c.AuthFailures.Window < time.Second {
 		v.addf("auth_failures", "limit must be -1 (off) or positive, window at least 1s")

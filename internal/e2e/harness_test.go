@@ -29,7 +29,8 @@ import (
 
 const (
 	testKey   = "tg-test-key-0001"
-	narrowKey = "tg-test-key-0002" // may use test-model only
+	narrowKey    = "tg-test-key-0002" // may use test-model only
+	unlimitedKey = "tg-test-key-0003" // never refused by a limit
 )
 
 // baseConfig prices the test model at $1 per 1M input tokens and $2 per 1M
@@ -59,6 +60,9 @@ orgs:
           - id: k2
             hash: ${NARROW_HASH}
             models: [test-model]
+          - id: oncall
+            hash: ${UNLIMITED_HASH}
+            unlimited: true
 `
 
 type harness struct {
@@ -96,6 +100,8 @@ type setup struct {
 	redisExtra string
 	// upstreamExtra is more YAML for the upstream (indented four spaces).
 	upstreamExtra string
+	// topExtra is more top-level YAML.
+	topExtra string
 }
 
 func startWith(t testing.TB, su setup) *harness {
@@ -126,6 +132,7 @@ func startWith(t testing.TB, su setup) *harness {
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
 	src = strings.Replace(src, "    api_key: upstream-secret\n", "    api_key: upstream-secret\n"+su.upstreamExtra, 1)
+	src = su.topExtra + src
 	if su.redisAddr != "" {
 		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 1s\n    settle_timeout: 1s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
@@ -136,7 +143,7 @@ func startWith(t testing.TB, su setup) *harness {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	for i := range max(su.instances, 1) {
-		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey),
+		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey),
 			"REDIS": su.redisAddr, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
 		cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 		if err != nil {

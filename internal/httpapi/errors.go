@@ -108,6 +108,8 @@ func mapError(err error) refusal {
 		return refusal{status: http.StatusBadRequest, body: apiError{Message: mErr.message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
 	case errors.Is(err, errNoKey):
 		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
+	case errors.Is(err, errBadSignature):
+		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
 	case errors.Is(err, errBadKey):
 		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
 	case errors.Is(err, errTooLarge):

@@ -47,6 +47,9 @@ type call struct {
 	routePath string
 	// chargeReserved settles at the reservation itself (no usable usage).
 	chargeReserved bool
+	// bypass names who skipped the limits (a signing service, or an
+	// unlimited key).
+	bypass string
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
@@ -73,6 +76,24 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 			user = cl.req.User
 		}
 		limits := cl.principal.Limits(user, cl.req.Model)
+		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
+			who := "unlimited-key"
+			if sig != "" {
+				id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.Path, body, time.Now())
+				if err != nil {
+					cl.outcome = "refused"
+					g.log.Warn("bypass refused", "request_id", cl.id, "team", cl.principal.Team, "key", cl.principal.Key, "err", err)
+					return err
+				}
+				who = id
+			}
+			// Every limit still evaluates (and is charged where it fits)
+			// but none refuses; the request is metered and priced as usual.
+			limits = shadowed(limits)
+			cl.bypass = who
+			g.metrics.Bypasses.WithLabelValues(who, cl.principal.Team).Inc()
+			g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.req.Model)
+		}
 		cl.limits = limits
 		start := time.Now()
 		r, res, err := g.engine.Reserve(c.Request().Context(), limits, cl.estimate)
@@ -267,7 +288,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	if f := g.ledger.Load(); f != nil {
 		e := Entry{Time: time.Now(), RequestID: cl.id, ReservationID: resID, Org: cl.principal.Org, Team: cl.principal.Team,
 			Key: cl.principal.Key, Route: cl.routePath, Model: cl.req.Model, Usage: u, Cost: actual.Cost, Reserved: cl.estimate.Cost,
-			Served: served, Outcome: outcome.String(), Degraded: cl.degraded}
+			Served: served, Outcome: outcome.String(), Degraded: cl.degraded, Bypass: cl.bypass}
 		if cl.served != nil {
 			e.Upstream = cl.served.target.name
 		}
@@ -275,7 +296,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	}
 	g.log.Info("request",
 		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
-		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded,
+		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
 		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
 		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
 		"duration_ms", time.Since(cl.start).Milliseconds())

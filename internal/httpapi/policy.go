@@ -28,6 +28,8 @@ type Principal struct {
 	perUser  []config.Limit
 	perModel map[string][]config.Limit
 	loc      *time.Location
+	// unlimited keys are never refused by a limit (counted as bypasses).
+	unlimited bool
 }
 
 // Allows reports whether the key may use model.
@@ -94,7 +96,7 @@ func newDirectory(c *config.Config) (*directory, error) {
 		for _, t := range o.Teams {
 			teamLimits := compileLimits(withPlan(c.Plans[t.Plan], t.Limits), budget.ScopeTeam, bucketPath(o.ID, t.ID), loc)
 			for _, k := range t.Keys {
-				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc}
+				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited}
 				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
 				if err != nil || len(raw) != 32 {
 					return nil, fmt.Errorf("httpapi: key %s/%s: bad hash", o.ID, k.ID)

@@ -71,6 +71,7 @@ type settings struct {
 	// failed authentications (Amount 0: off).
 	trusted  []netip.Prefix
 	authFail budget.Limit
+	bypass   *bypass
 	// fixed are the parts a reload cannot change (the store, the listener,
 	// the paid routes' prefixes, which are mounted once).
 	fixed string
@@ -203,6 +204,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		fixed:         fmt.Sprintf("%s|%s|%s|%v|%s", c.Listen, c.MetricsListen, c.Store.Kind, c.Store.Redis.Addrs, c.Store.SnapshotPath),
 		paid:          map[string]*paidRoute{},
 	}
+	st.bypass = newBypass(c.Bypass)
 	for _, p := range c.TrustedProxies {
 		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}
@@ -543,6 +545,7 @@ type Entry struct {
 	Served        bool
 	Outcome       string
 	Degraded      string
+	Bypass        string // who skipped the limits, if anyone
 }
 
 // OnSettle sets the function every settlement is handed to (the ledger).

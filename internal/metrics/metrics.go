@@ -31,6 +31,7 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	Fallbacks          *prometheus.CounterVec
 	StreamsCut         *prometheus.CounterVec
+	Bypasses           *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -118,7 +119,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tollgate_streams_cut_total",
 		Help: "Streams the gateway ended because the upstream passed the reserved output bound (it ignored max_tokens), by model.",
 	}, []string{"model"})
-	reg.MustRegister(m.StreamsCut)
+	m.Bypasses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_bypasses_total",
+		Help: "Requests that skipped their limits, by who (a signing service's id, or unlimited-key) and team.",
+	}, []string{"by", "team"})
+	reg.MustRegister(m.StreamsCut, m.Bypasses)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)

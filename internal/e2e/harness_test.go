@@ -28,7 +28,7 @@ import (
 )
 
 const (
-	testKey   = "tg-test-key-0001"
+	testKey      = "tg-test-key-0001"
 	narrowKey    = "tg-test-key-0002" // may use test-model only
 	unlimitedKey = "tg-test-key-0003" // never refused by a limit
 )

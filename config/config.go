@@ -31,6 +31,9 @@ type Config struct {
 	AuthFailures AuthFailures `yaml:"auth_failures"`
 	// Bypass configures signed limit bypass for internal services.
 	Bypass Bypass `yaml:"bypass"`
+	// RouteCosts weigh a route's requests for "requests" limits (default 1
+	// each), e.g. {/v1/embeddings: 5}.
+	RouteCosts map[string]int64 `yaml:"route_costs"`
 	// UserHeader names the request header that identifies an end user for
 	// per-user limits; the request body's "user" field is used otherwise.
 	UserHeader string `yaml:"user_header"`
@@ -270,6 +273,16 @@ type Limit struct {
 	// Shadow evaluates and counts the limit (metrics, logs) but never
 	// refuses: roll a new limit out and see who it would have refused.
 	Shadow bool `yaml:"shadow"`
+	// KeyBy splits the limit's bucket by request attributes, within its
+	// scope: "ip" (the client address), "endpoint" (the route), "user".
+	// A team limit keyed by [user, endpoint] holds per user per route.
+	KeyBy []string `yaml:"key_by"`
+	// Endpoints restricts the limit to these routes (e.g. a stricter limit
+	// on /v1/embeddings); empty means every route.
+	Endpoints []string `yaml:"endpoints"`
+	// Shards spreads a busy rate limit over N buckets, each holding 1/N of
+	// it; a request's id picks its shard (hot keys in Redis Cluster).
+	Shards int64 `yaml:"shards"`
 }
 
 // Org is the top scope; it owns teams.

@@ -369,6 +369,14 @@ func (c *Config) validate(v *validator) {
 		}
 	}
 
+	for route, cost := range c.RouteCosts {
+		if !slices.Contains(Routes, route) && !slices.ContainsFunc(c.PaidRoutes, func(r PaidRoute) bool { return r.Prefix == route }) {
+			v.addf("route_costs."+route, "unknown route")
+		}
+		if cost < 1 {
+			v.addf("route_costs."+route, "must be at least 1")
+		}
+	}
 	prefixes := map[string]bool{}
 	for i, r := range c.PaidRoutes {
 		p := fmt.Sprintf("paid_routes.%d", i)
@@ -475,6 +483,19 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 	names := map[string]bool{}
 	for i, l := range ls {
 		lp := fmt.Sprintf("%s.%d", p, i)
+		for j, k := range l.KeyBy {
+			if k != "ip" && k != "endpoint" && k != "user" {
+				v.addf(fmt.Sprintf("%s.key_by.%d", lp, j), "unknown key %q (want ip, endpoint or user)", k)
+			}
+		}
+		for j, e := range l.Endpoints {
+			if !slices.Contains(Routes, e) && !slices.ContainsFunc(c.PaidRoutes, func(r PaidRoute) bool { return r.Prefix == e }) {
+				v.addf(fmt.Sprintf("%s.endpoints.%d", lp, j), "unknown route %q", e)
+			}
+		}
+		if l.Shards < 0 || l.Shards > 1024 || (l.Shards > 1 && l.Kind != "rate") {
+			v.addf(lp+".shards", "shards (1 to 1024) split rate limits only")
+		}
 		if !ValidID.MatchString(l.Name) {
 			v.addf(lp+".name", "invalid name %q", l.Name)
 		} else if names[l.Name] {

@@ -302,3 +302,20 @@ func TestBruteForceIsThrottledPerIP(t *testing.T) {
 		t.Fatalf("a valid key after the failures: %d", resp.StatusCode)
 	}
 }
+
+// A route may weigh more than one request.
+func TestRouteCosts(t *testing.T) {
+	h := startWith(t, setup{
+		teamLimits: monthlyTen + `, {name: rpm, kind: rate, unit: requests, amount: 10, window: 1m}`,
+		topExtra:   "route_costs: {/v1/embeddings: 5}\n",
+	})
+	emb := `{"model":"text-embedding-3-small","input":"x"}`
+	for i := range 2 {
+		if resp, _ := h.post("/v1/embeddings", testKey, emb, nil); resp.StatusCode != 200 {
+			t.Fatalf("embedding %d: %d", i, resp.StatusCode)
+		}
+	}
+	if resp, eb := h.post("/v1/embeddings", testKey, emb, nil); resp.StatusCode != 429 || eb.Error.Code != "rate_limit_exceeded" {
+		t.Fatalf("third embedding (15 of 10 requests): %d %s", resp.StatusCode, eb.Error.Code)
+	}
+}

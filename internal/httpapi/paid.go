@@ -65,8 +65,8 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 			return err
 		}
 		user := c.Request().Header.Get(st.userHeader)
-		limits := pr.Limits(user, name)
-		est := budget.Amounts{Requests: 1, Cost: p.max}
+		limits := pr.Limits(requestKey{User: user, Model: name, Route: p.cfg.Prefix, ID: id, IP: clientIP(c.Request(), st.trusted)})
+		est := budget.Amounts{Requests: st.cost(p.cfg.Prefix), Cost: p.max}
 		r, res, err := g.engine.Reserve(c.Request().Context(), limits, est)
 		if err != nil {
 			var refused *budget.RefusedError
@@ -83,7 +83,7 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		actual := budget.Amounts{}
 		cost, estimated := p.cost(units, reported)
 		if served {
-			actual = budget.Amounts{Requests: 1, Cost: cost}
+			actual = budget.Amounts{Requests: est.Requests, Cost: cost}
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 		defer cancel()

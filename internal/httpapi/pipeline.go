@@ -75,7 +75,8 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		if user == "" {
 			user = cl.req.User
 		}
-		limits := cl.principal.Limits(user, cl.req.Model)
+		limits := cl.principal.Limits(requestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
+			IP: clientIP(c.Request(), cl.settings.trusted)})
 		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
 			who := "unlimited-key"
 			if sig != "" {
@@ -238,7 +239,7 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 		cost = max(cost, c)
 	}
 	cl.req, cl.route, cl.prep = req, route, prep
-	cl.estimate = budget.Amounts{Tokens: prep.InputTokens + prep.MaxOutputTokens, Requests: 1, Cost: cost}
+	cl.estimate = budget.Amounts{Tokens: prep.InputTokens + prep.MaxOutputTokens, Requests: cl.settings.cost(cl.routePath), Cost: cost}
 	return nil
 }
 
@@ -260,7 +261,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 			g.log.Warn("pricing reported usage", "request_id", cl.id, "err", err)
 			cost, u.Estimated = cl.estimate.Cost, true
 		}
-		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: 1, Cost: cost}
+		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: cl.estimate.Requests, Cost: cost}
 	}
 	var outcome budget.Outcome
 	var err error

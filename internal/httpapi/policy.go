@@ -5,8 +5,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +24,7 @@ type Principal struct {
 	hash           [32]byte
 	models         map[string]bool // nil: every configured model
 	// fixed applies to every request: org, team and key limits.
-	fixed []budget.Limit
+	fixed []policyLimit
 	// perUser and perModel are templates completed with the request's user
 	// or model.
 	perUser  []config.Limit
@@ -35,20 +37,71 @@ type Principal struct {
 // Allows reports whether the key may use model.
 func (p *Principal) Allows(model string) bool { return p.models == nil || p.models[model] }
 
+// policyLimit is a compiled limit and how a request picks its bucket.
+type policyLimit struct {
+	limit     budget.Limit
+	keyBy     []string
+	endpoints []string
+	shards    int64
+}
+
+// requestKey is what a request's limits are selected and keyed by.
+type requestKey struct {
+	User, Model, IP, Route, ID string
+}
+
+func wrap(l config.Limit, b budget.Limit) policyLimit {
+	return policyLimit{limit: b, keyBy: l.KeyBy, endpoints: l.Endpoints, shards: l.Shards}
+}
+
+// resolve returns the limit's bucket for one request, or false when the
+// limit does not apply to the request's route.
+func (pl *policyLimit) resolve(k requestKey) (budget.Limit, bool) {
+	if len(pl.endpoints) > 0 && !slices.Contains(pl.endpoints, k.Route) {
+		return budget.Limit{}, false
+	}
+	l := pl.limit
+	for _, by := range pl.keyBy {
+		v := map[string]string{"ip": k.IP, "endpoint": k.Route, "user": k.User}[by]
+		if v == "" {
+			v = "-"
+		}
+		l.Bucket += "|" + by + "=" + url.PathEscape(v)
+	}
+	if pl.shards > 1 {
+		h := fnv.New32a()
+		h.Write([]byte(k.ID))
+		l.Bucket += "#" + strconv.FormatUint(uint64(h.Sum32())%uint64(pl.shards), 10)
+		l.Amount = max(1, l.Amount/pl.shards)
+		if l.Burst > 0 {
+			l.Burst = max(1, l.Burst/pl.shards)
+		}
+	}
+	return l, true
+}
+
 // Limits returns every limit that applies to one request by this key.
-func (p *Principal) Limits(user, model string) []budget.Limit {
-	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(p.perModel[model]))
-	out = append(out, p.fixed...)
+func (p *Principal) Limits(k requestKey) []budget.Limit {
+	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(p.perModel[k.Model]))
+	add := func(pl policyLimit) {
+		if l, ok := pl.resolve(k); ok {
+			out = append(out, l)
+		}
+	}
+	for _, pl := range p.fixed {
+		add(pl)
+	}
 	if len(p.perUser) > 0 {
+		user := k.User
 		if user == "" {
 			user = "-" // requests that name no user share one bucket
 		}
 		for _, l := range p.perUser {
-			out = append(out, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc))
+			add(wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc)))
 		}
 	}
-	for _, l := range p.perModel[model] {
-		out = append(out, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, model), p.loc))
+	for _, l := range p.perModel[k.Model] {
+		add(wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, k.Model), p.loc)))
 	}
 	return out
 }
@@ -142,10 +195,10 @@ func bucketPath(parts ...string) string {
 	return strings.Join(parts, "/")
 }
 
-func compileLimits(ls []config.Limit, scope budget.Scope, path string, loc *time.Location) []budget.Limit {
-	out := make([]budget.Limit, len(ls))
+func compileLimits(ls []config.Limit, scope budget.Scope, path string, loc *time.Location) []policyLimit {
+	out := make([]policyLimit, len(ls))
 	for i, l := range ls {
-		out[i] = compileLimit(l, scope, path, loc)
+		out[i] = wrap(l, compileLimit(l, scope, path, loc))
 	}
 	return out
 }

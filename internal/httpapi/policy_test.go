@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -65,7 +67,7 @@ func TestPrincipalLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			ls := p.Limits(tc.user, tc.model)
+			ls := p.Limits(requestKey{User: tc.user, Model: tc.model})
 			if got := buckets(ls); !slices.Equal(got, tc.want) {
 				t.Fatalf("buckets:\n got %q\nwant %q", got, tc.want)
 			}
@@ -76,7 +78,7 @@ func TestPrincipalLimits(t *testing.T) {
 			}
 		})
 	}
-	ls := p.Limits("", "gpt-4o")
+	ls := p.Limits(requestKey{Model: "gpt-4o"})
 	if ls[2].Amount != 50_000_000 || ls[2].Location.String() != "UTC" {
 		t.Errorf("team budget = %d in %v, want the team's own $50 in UTC over the plan's $10", ls[2].Amount, ls[2].Location)
 	}
@@ -105,5 +107,51 @@ orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]
 		if _, ok := d.lookup(k); ok {
 			t.Fatalf("lookup(%q) succeeded", k)
 		}
+	}
+}
+
+func TestKeyStrategiesEndpointsAndShards(t *testing.T) {
+	c, err := config.Parse([]byte(`
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+orgs:
+  - id: o
+    teams:
+      - id: t
+        limits:
+          - {name: per-ip, kind: rate, unit: requests, amount: 100, key_by: [ip]}
+          - {name: per-user-route, kind: rate, unit: requests, amount: 50, key_by: [user, endpoint]}
+          - {name: embeddings-only, kind: rate, unit: requests, amount: 10, endpoints: [/v1/embeddings]}
+          - {name: hot, kind: rate, unit: requests, amount: 1000, burst: 100, shards: 4}
+        keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDirectory(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := d.lookup("tg-k")
+	chat := p.Limits(requestKey{User: "al/ice", Route: "/v1/chat/completions", IP: "203.0.113.9", ID: "req-1"})
+	if len(chat) != 3 {
+		t.Fatalf("chat gets %d limits, want 3 (the embeddings-only limit does not apply)", len(chat))
+	}
+	if !strings.HasSuffix(chat[0].Bucket, "|ip=203.0.113.9") || !strings.HasSuffix(chat[1].Bucket, "|user=al%2Fice|endpoint=%2Fv1%2Fchat%2Fcompletions") {
+		t.Fatalf("buckets %q %q", chat[0].Bucket, chat[1].Bucket)
+	}
+	if chat[2].Amount != 250 || chat[2].Burst != 25 || !strings.Contains(chat[2].Bucket, "#") {
+		t.Fatalf("a 4-way sharded limit: %+v", chat[2])
+	}
+	if emb := p.Limits(requestKey{Route: "/v1/embeddings", ID: "req-2"}); len(emb) != 4 {
+		t.Fatalf("embeddings get %d limits, want 4", len(emb))
+	}
+	shards := map[string]bool{}
+	for i := range 200 {
+		l := p.Limits(requestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})[2]
+		shards[l.Bucket] = true
+	}
+	if len(shards) != 4 {
+		t.Fatalf("200 requests used %d shards, want all 4", len(shards))
 	}
 }

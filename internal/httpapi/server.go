@@ -69,9 +69,10 @@ type settings struct {
 	paid map[string]*paidRoute
 	// trusted proxies, for client IPs; authFail is the per-IP limit on
 	// failed authentications (Amount 0: off).
-	trusted  []netip.Prefix
-	authFail budget.Limit
-	bypass   *bypass
+	trusted    []netip.Prefix
+	authFail   budget.Limit
+	bypass     *bypass
+	routeCosts map[string]int64
 	// fixed are the parts a reload cannot change (the store, the listener,
 	// the paid routes' prefixes, which are mounted once).
 	fixed string
@@ -205,6 +206,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		paid:          map[string]*paidRoute{},
 	}
 	st.bypass = newBypass(c.Bypass)
+	st.routeCosts = c.RouteCosts
 	for _, p := range c.TrustedProxies {
 		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}
@@ -550,3 +552,11 @@ type Entry struct {
 
 // OnSettle sets the function every settlement is handed to (the ledger).
 func (g *Gateway) OnSettle(f func(Entry)) { g.ledger.Store(&f) }
+
+// cost is how many requests one call to route counts for.
+func (st *settings) cost(route string) int64 {
+	if n, ok := st.routeCosts[route]; ok {
+		return n
+	}
+	return 1
+}

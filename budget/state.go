@@ -27,13 +27,20 @@ type State interface {
 	// (finance raising or freezing a budget), which replaces the
 	// configured amount in every period.
 	CeilingOverride(bucket string) (amount int64, ok bool)
+	// LogEntries returns a sliding log's entries at or after since (unix
+	// µs), oldest first, as (at, amount) pairs, dropping older ones.
+	LogEntries(bucket string, since int64) [][2]int64
+	// SetLogEntry records (amount > 0) or removes (0) reservation id's
+	// entry at unix µs at.
+	SetLogEntry(bucket, id string, at, amount int64)
 }
 
 // Debit is what one reservation took from one bucket.
 type Debit struct {
 	Limit  Limit
 	Amount int64  // in Limit.Unit; 1 for Concurrency
-	Period string // the Ceiling period charged, fixed at reservation time
+	Period string // the Ceiling period (or window, or log entry time) charged, fixed at reservation time
+	at     int64  // a sliding log entry's time, unix µs (set with Period)
 }
 
 // Result is a store's answer to a reservation.
@@ -100,6 +107,15 @@ type Counters struct {
 
 func read(st State, d *Debit) Counters {
 	l := &d.Limit
+	if l.Kind == Rate && l.Algorithm == SlidingLog {
+		w := l.Window.Microseconds()
+		entries := st.LogEntries(l.Bucket, d.at-w+1)
+		var used int64
+		for _, e := range entries {
+			used += e[1]
+		}
+		return Counters{Spent: used, TAT: LogFreeAt(entries, used, d.Amount, l.Amount, w)}
+	}
 	if l.windowed() {
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
 		c := Counters{Spent: spent, Pending: pending}
@@ -127,6 +143,9 @@ func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.
 	l := &d.Limit
 	if l.windowed() {
 		return decideWindow(d, c, now)
+	}
+	if l.Kind == Rate && l.Algorithm == SlidingLog {
+		return decideLog(d, c, now)
 	}
 	switch l.Kind {
 	case Rate:
@@ -189,6 +208,9 @@ func SetPeriods(debits []Debit, now time.Time) {
 		case d.Limit.windowed():
 			idx, _, _ := windowOf(&d.Limit, now)
 			d.Period = WindowID(&d.Limit, idx)
+		case d.Limit.Kind == Rate && d.Limit.Algorithm == SlidingLog:
+			d.at = micros(now)
+			d.Period = strconv.FormatInt(d.at, 10) // the entry's time, kept with the reservation
 		}
 	}
 }
@@ -234,7 +256,7 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 
 // Apply checks every debit and, only if all fit, applies all of them: all or
 // nothing. It fills in each Ceiling debit's Period from now.
-func Apply(st State, debits []Debit, now time.Time) (Result, error) {
+func Apply(st State, id string, debits []Debit, now time.Time) (Result, error) {
 	SetPeriods(debits, now)
 	counters := make([]Counters, len(debits))
 	for i := range debits {
@@ -245,7 +267,7 @@ func Apply(st State, debits []Debit, now time.Time) (Result, error) {
 		return res, err
 	}
 	for _, d := range Taken(debits, res) {
-		take(st, &d, now)
+		take(st, &d, id, now)
 	}
 	return res, nil
 }
@@ -261,8 +283,12 @@ func fraction(s Status) float64 {
 	return float64(s.Remaining) / float64(s.Capacity)
 }
 
-func take(st State, d *Debit, now time.Time) {
+func take(st State, d *Debit, id string, now time.Time) {
 	l := &d.Limit
+	if l.Kind == Rate && l.Algorithm == SlidingLog {
+		st.SetLogEntry(l.Bucket, id, d.at, d.Amount)
+		return
+	}
 	if l.windowed() {
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
 		st.SetCeilingUse(l.Bucket, d.Period, spent, pending+d.Amount)
@@ -284,7 +310,7 @@ func take(st State, d *Debit, now time.Time) {
 // from pending to the actual amount spent (in the period it was reserved in);
 // each Rate bucket gets the difference refunded or charged (possibly into
 // debt); each Concurrency slot is freed.
-func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error {
+func SettleDebits(st State, id string, debits []Debit, actual Amounts, now time.Time) error {
 	if err := actual.Validate(); err != nil {
 		return err
 	}
@@ -292,6 +318,11 @@ func SettleDebits(st State, debits []Debit, actual Amounts, now time.Time) error
 		d := &debits[i]
 		l := &d.Limit
 		a := actual.Of(l.Unit)
+		if l.Kind == Rate && l.Algorithm == SlidingLog {
+			at, _ := strconv.ParseInt(d.Period, 10, 64)
+			st.SetLogEntry(l.Bucket, id, at, a)
+			continue
+		}
 		if l.windowed() {
 			// A window counts what was used in it, settled like a budget.
 			spent, pending := st.CeilingUse(l.Bucket, d.Period)

@@ -23,7 +23,15 @@ const (
 	// memory, no edge burst, an approximation that assumes the previous
 	// window's requests were evenly spread.
 	SlidingWindow
+	// SlidingLog keeps one entry per request and counts exactly what fell
+	// inside the last Window: no approximation, but memory and time grow
+	// with the limit (the config caps it).
+	SlidingLog
 )
+
+// MaxSlidingLog bounds a sliding log's Amount: its memory and the work of
+// each reservation grow with it.
+const MaxSlidingLog = 10_000
 
 func (a Algorithm) String() string {
 	switch a {
@@ -31,6 +39,8 @@ func (a Algorithm) String() string {
 		return "fixed_window"
 	case SlidingWindow:
 		return "sliding_window"
+	case SlidingLog:
+		return "sliding_log"
 	}
 	return "token_bucket"
 }
@@ -111,8 +121,43 @@ func decideWindow(d *Debit, c Counters, now time.Time) (bool, Status, time.Durat
 	return true, st, 0, nil
 }
 
+// decideLog judges a sliding-log debit: c.Spent is what the log holds
+// inside the window, c.TAT when enough of it will have aged out (unix µs).
+func decideLog(d *Debit, c Counters, now time.Time) (bool, Status, time.Duration, error) {
+	l := &d.Limit
+	st := Status{Capacity: l.Amount, Remaining: max(0, l.Amount-c.Spent), ResetAfter: l.Window}
+	if d.Amount > l.Amount {
+		return false, st, 0, ErrTooLarge
+	}
+	if c.Spent+d.Amount > l.Amount {
+		return false, st, time.Duration(max(c.TAT-micros(now), 1)) * time.Microsecond, ErrRateLimited
+	}
+	st.Remaining = l.Amount - c.Spent - d.Amount
+	return true, st, 0, nil
+}
+
+// LogFreeAt returns when (unix µs) enough of a log's entries — (at,
+// amount) pairs, oldest first — leave a window of w µs for need more units
+// to fit under limit; used is their total.
+func LogFreeAt(entries [][2]int64, used, need, limit, w int64) int64 {
+	var freed int64
+	for _, e := range entries {
+		if used-freed+need <= limit {
+			break
+		}
+		freed += e[1]
+		if used-freed+need <= limit {
+			return e[0] + w
+		}
+	}
+	return 0
+}
+
 func validateAlgorithm(l *Limit) error {
-	if l.Algorithm > SlidingWindow {
+	if l.Algorithm == SlidingLog && l.Amount > MaxSlidingLog {
+		return fmt.Errorf("budget: limit %s: a sliding log holds at most %d (its memory grows with the limit)", l.Bucket, MaxSlidingLog)
+	}
+	if l.Algorithm > SlidingLog {
 		return fmt.Errorf("budget: limit %s: unknown algorithm %d", l.Bucket, l.Algorithm)
 	}
 	if l.Algorithm != TokenBucket && (l.Kind != Rate || l.Burst != 0) {

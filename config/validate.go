@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
@@ -517,12 +518,15 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 		case "rate":
 			switch l.Algorithm {
 			case "", "token_bucket", "gcra":
-			case "fixed_window", "sliding_window":
+			case "fixed_window", "sliding_window", "sliding_log":
 				if l.Burst.Value != 0 {
 					v.addf(lp+".burst", "a %s has no burst", l.Algorithm)
 				}
+				if l.Algorithm == "sliding_log" && l.Amount.Value > budget.MaxSlidingLog {
+					v.addf(lp+".amount", "a sliding_log keeps one entry per request: at most %d (use sliding_window above that)", budget.MaxSlidingLog)
+				}
 			default:
-				v.addf(lp+".algorithm", "unknown algorithm %q (want token_bucket, gcra, fixed_window or sliding_window)", l.Algorithm)
+				v.addf(lp+".algorithm", "unknown algorithm %q (want token_bucket, gcra, fixed_window, sliding_window or sliding_log)", l.Algorithm)
 			}
 			if l.Window < time.Millisecond || l.Window%time.Microsecond != 0 {
 				v.addf(lp+".window", "must be at least 1ms, in whole microseconds")

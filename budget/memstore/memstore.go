@@ -5,8 +5,10 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,7 +50,8 @@ type state struct {
 	inflight map[string]int64
 	open     map[string]openReservation
 	closed   map[string]closedReservation
-	override map[string]int64 // run-time ceiling overrides by bucket
+	override map[string]int64               // run-time ceiling overrides by bucket
+	logs     map[string]map[string][2]int64 // sliding logs: bucket → reservation id → (at µs, amount)
 }
 
 func newState() state {
@@ -59,6 +62,7 @@ func newState() state {
 		open:     map[string]openReservation{},
 		closed:   map[string]closedReservation{},
 		override: map[string]int64{},
+		logs:     map[string]map[string][2]int64{},
 	}
 }
 
@@ -74,6 +78,34 @@ func (s *state) SetCeilingUse(b, p string, spent, pending int64) {
 	s.ceilings[ceilingKey{b, p}] = ceilingUse{spent, pending}
 }
 func (s *state) InFlight(b string) int64 { return s.inflight[b] }
+func (s *state) LogEntries(b string, since int64) [][2]int64 {
+	log := s.logs[b]
+	out := make([][2]int64, 0, len(log))
+	for id, e := range log {
+		if e[0] < since {
+			delete(log, id)
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(log) == 0 {
+		delete(s.logs, b)
+	}
+	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	return out
+}
+
+func (s *state) SetLogEntry(b, id string, at, amount int64) {
+	if amount == 0 {
+		delete(s.logs[b], id)
+		return
+	}
+	if s.logs[b] == nil {
+		s.logs[b] = map[string][2]int64{}
+	}
+	s.logs[b][id] = [2]int64{at, amount}
+}
+
 func (s *state) CeilingOverride(b string) (int64, bool) {
 	v, ok := s.override[b]
 	return v, ok
@@ -126,7 +158,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if _, dup := s.state.closed[r.ID]; dup {
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
 	}
-	res, err := budget.Apply(&s.state, r.Debits, now)
+	res, err := budget.Apply(&s.state, r.ID, r.Debits, now)
 	if err != nil {
 		return res, err
 	}
@@ -159,7 +191,7 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 		}
 		return c.Outcome, nil
 	}
-	if err := budget.SettleDebits(&s.state, r.Debits, actual, now); err != nil {
+	if err := budget.SettleDebits(&s.state, id, r.Debits, actual, now); err != nil {
 		return 0, err
 	}
 	delete(s.state.open, id)

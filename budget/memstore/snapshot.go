@@ -18,14 +18,15 @@ import (
 const snapshotVersion = 1
 
 type snapshotFile struct {
-	Version  int                          `json:"version"`
-	Taken    time.Time                    `json:"taken"`
-	Rates    map[string]int64             `json:"rates"`
-	Ceilings []snapshotCeiling            `json:"ceilings"`
-	InFlight map[string]int64             `json:"in_flight"`
-	Open     map[string]openReservation   `json:"open"`
-	Closed   map[string]closedReservation `json:"closed"`
-	Override map[string]int64             `json:"ceiling_overrides,omitempty"`
+	Version  int                            `json:"version"`
+	Taken    time.Time                      `json:"taken"`
+	Rates    map[string]int64               `json:"rates"`
+	Ceilings []snapshotCeiling              `json:"ceilings"`
+	InFlight map[string]int64               `json:"in_flight"`
+	Open     map[string]openReservation     `json:"open"`
+	Closed   map[string]closedReservation   `json:"closed"`
+	Override map[string]int64               `json:"ceiling_overrides,omitempty"`
+	Logs     map[string]map[string][2]int64 `json:"sliding_logs,omitempty"`
 }
 
 type snapshotCeiling struct {
@@ -51,6 +52,7 @@ func (s *Store) Snapshot() error {
 		Open:     s.state.open,
 		Closed:   s.state.closed,
 		Override: s.state.override,
+		Logs:     s.state.logs,
 	}
 	for k, u := range s.state.ceilings {
 		f.Ceilings = append(f.Ceilings, snapshotCeiling{k.Bucket, k.Period, u.Spent, u.Pending})
@@ -98,6 +100,9 @@ func (s *Store) load() error {
 	}
 	for k, v := range f.Override {
 		st.override[k] = v
+	}
+	for k, v := range f.Logs {
+		st.logs[k] = v
 	}
 	for _, c := range f.Ceilings {
 		st.ceilings[ceilingKey{c.Bucket, c.Period}] = ceilingUse{c.Spent, c.Pending}

@@ -21,6 +21,12 @@ for i = 1, n do
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
     local o = redis.call("HGET", KEYS[1], ARGV[1 + n + i])
     if o then override = tonumber(o) end
+  elseif k == "g" then
+    local w = tonumber(ARGV[1 + n + i])
+    local live = redis.call("ZRANGEBYSCORE", key, string.format("(%.0f", now - w), "+inf")
+    for _, id in ipairs(live) do
+      spent = spent + tonumber(redis.call("HGET", key .. ":amt", id) or "0")
+    end
   elseif k == "n" then
     flight = tonumber(redis.call("GET", key) or "0")
   else

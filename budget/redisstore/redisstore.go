@@ -162,6 +162,9 @@ func (s *Store) tag(partition string) string {
 func (s *Store) bucketKey(tag string, d *budget.Debit) string {
 	switch d.Limit.Kind {
 	case budget.Rate:
+		if d.Limit.Algorithm == budget.SlidingLog {
+			return tag + "l:" + d.Limit.Bucket
+		}
 		if d.Limit.Algorithm != budget.TokenBucket {
 			return tag + "w:" + d.Limit.Bucket + ":" + d.Period
 		}
@@ -303,6 +306,9 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 		l := &d.Limit
 		keys = append(keys, s.bucketKey(tag, d))
 		switch {
+		case l.Kind == budget.Rate && l.Algorithm == budget.SlidingLog:
+			w := l.Window.Microseconds()
+			args = append(args, "g", d.Amount, l.Amount, w, 0, "", shadowArg(l), l.Window.Milliseconds()+1000)
 		case l.Kind == budget.Rate && l.Algorithm != budget.TokenBucket:
 			start, end, prev := budget.WindowBounds(l, now)
 			keep := l.Window.Milliseconds() + 1000
@@ -625,12 +631,19 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	for i := range debits {
 		keys = append(keys, s.bucketKey(tag, &debits[i]))
 		k := kindArg(debits[i].Limit.Kind)
-		if debits[i].Limit.Algorithm != budget.TokenBucket {
+		switch debits[i].Limit.Algorithm {
+		case budget.SlidingLog:
+			k = "g"
+		case budget.FixedWindow, budget.SlidingWindow:
 			k = "c" // a window's current counter (a sliding window's previous one is not read here)
 		}
 		args = append(args, k)
 	}
 	for i := range debits {
+		if debits[i].Limit.Algorithm == budget.SlidingLog {
+			args = append(args, debits[i].Limit.Window.Microseconds()) // a log's window, in the name slot
+			continue
+		}
 		args = append(args, debits[i].Limit.Bucket)
 	}
 	var raw []int64

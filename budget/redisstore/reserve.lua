@@ -10,10 +10,11 @@
 -- ARGV[4]  number of debits n
 -- then 6 values per debit:
 --   kind ("r" token bucket, "c" ceiling or fixed window, "s" sliding
---   window, "n" concurrency),
+--   window, "g" sliding log, "n" concurrency),
 --   amount (rate: cost in µs of the bucket; ceiling: units; concurrency: 1),
 --   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
---   period start µs and end µs (ceiling; 0 0 otherwise),
+--   period start µs and end µs (ceiling; for "g" the window µs and 0;
+--   0 0 otherwise),
 --   bucket name (the field of a run-time ceiling in KEYS[4]; for "s" the
 --   previous window's key, in the same slot),
 --   shadow ("1": evaluated, never refuses, not taken when it would refuse),
@@ -49,7 +50,7 @@ for i = 1, n do
   starts[i], ends[i], names[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6]
   shadows[i], expires[i] = ARGV[b + 7] == "1", tonumber(ARGV[b + 8])
   local k = kinds[i]
-  if (k ~= "r" and k ~= "c" and k ~= "s" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
+  if (k ~= "r" and k ~= "c" and k ~= "s" and k ~= "g" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
       or not starts[i] or not ends[i] or not expires[i] then
     return redis.error_reply("tollgate: reserve: bad debit " .. i)
   end
@@ -88,6 +89,30 @@ for i = 1, n do
     local weighted = math.floor(prev * (w - (now - starts[i])) / w)
     if amounts[i] > caps[i] or amounts[i] > caps[i] - spent - pending - weighted then skip[i] = true end
     tat = prev -- reported in the first counter slot
+  elseif k == "g" then
+    -- A sliding log: a sorted set of reservation ids by time, their
+    -- amounts in a hash beside it. Entries that left the window go first.
+    local w, amt = starts[i], key .. ":amt"
+    local old = redis.call("ZRANGEBYSCORE", key, "-inf", string.format("%.0f", now - w))
+    if #old > 0 then
+      redis.call("HDEL", amt, unpack(old))
+      redis.call("ZREMRANGEBYSCORE", key, "-inf", string.format("%.0f", now - w))
+    end
+    local live = redis.call("ZRANGE", key, 0, -1, "WITHSCORES")
+    local ats, vals = {}, {}
+    for j = 1, #live, 2 do
+      ats[#ats + 1] = tonumber(live[j + 1])
+      vals[#vals + 1] = tonumber(redis.call("HGET", amt, live[j]) or "0")
+      spent = spent + vals[#vals]
+    end
+    -- when enough has aged out (the same walk as budget.LogFreeAt)
+    local freed = 0
+    for j = 1, #ats do
+      if spent - freed + amounts[i] <= caps[i] then break end
+      freed = freed + vals[j]
+      if spent - freed + amounts[i] <= caps[i] then tat = ats[j] + w; break end
+    end
+    if amounts[i] > caps[i] or spent + amounts[i] > caps[i] then skip[i] = true end
   else
     flight = tonumber(redis.call("GET", key) or "0")
     if flight + amounts[i] > caps[i] then skip[i] = true end
@@ -110,6 +135,11 @@ for i = 1, n do
     local tat = math.max(tats[i], now) + amounts[i]
     -- The key lives until the bucket is full again, then reads as missing.
     redis.call("SET", key, string.format("%.0f", tat), "PX", math.floor((tat - now) / 1000) + 1000)
+  elseif k == "g" then
+    redis.call("ZADD", key, string.format("%.0f", now), ARGV[1])
+    redis.call("HSET", key .. ":amt", ARGV[1], string.format("%.0f", amounts[i]))
+    redis.call("PEXPIRE", key, string.format("%.0f", expires[i]))
+    redis.call("PEXPIRE", key .. ":amt", string.format("%.0f", expires[i]))
   elseif k == "c" or k == "s" then
     redis.call("HINCRBY", key, "pending", string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", math.floor((ends[i] - now) / 1000) + expires[i]))

@@ -82,6 +82,15 @@ for i, debit in ipairs(debits) do
         redis.call("DEL", key)
       end
     end
+  elseif k == "g" then
+    if m > 0 then
+      if actual[i] > 0 then
+        redis.call("HSET", key .. ":amt", ARGV[1], string.format("%.0f", actual[i]))
+      else
+        redis.call("ZREM", key, ARGV[1])
+        redis.call("HDEL", key .. ":amt", ARGV[1])
+      end
+    end
   elseif k == "c" or k == "s" then
     local spent = reserved
     if m > 0 then spent = actual[i] end

@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"shadow limits count but never refuse", shadowLimits},
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
+		{"a sliding log is exact", slidingLogExact},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -580,4 +581,44 @@ func busiestMinute(at []time.Duration) int {
 		worst = max(worst, n)
 	}
 	return worst
+}
+
+func slidingLogExact(t *testing.T, s budget.Store, c *Clock) {
+	l := windowLimit("log", budget.SlidingLog, 5)
+	// Requests at 0, 10, 20, 30, 40 s: the fifth fills the log.
+	for i := range 5 {
+		if ok, _ := one(t, s, l); !ok {
+			t.Fatalf("request %d refused", i)
+		}
+		c.Advance(10 * time.Second)
+	}
+	// At 50 s the log holds 5: refused until the first entry (0 s) leaves
+	// the minute, at 60 s exactly.
+	ok, res := one(t, s, l)
+	if ok || res.RetryAfter != 10*time.Second {
+		t.Fatalf("at 50s: allowed %v retry %v, want refused for exactly 10s", ok, res.RetryAfter)
+	}
+	c.Advance(10*time.Second - time.Microsecond)
+	if ok, _ := one(t, s, l); ok {
+		t.Fatal("allowed 1µs before the oldest entry left the window")
+	}
+	c.Advance(time.Microsecond)
+	if ok, _ := one(t, s, l); !ok {
+		t.Fatal("refused when the oldest entry had left the window")
+	}
+	// A refunded entry frees its room at once: reserve 1 token-weighted
+	// entry and settle it at zero.
+	tok := budget.Limit{Bucket: "log-tokens", Name: "log-tokens", Scope: budget.ScopeKey, Kind: budget.Rate,
+		Unit: budget.Tokens, Amount: 100, Window: time.Minute, Algorithm: budget.SlidingLog}
+	mustReserve(t, s, "big", budget.Amounts{Tokens: 100}, tok)
+	if _, _, err := reserve(t, s, "more", time.Minute, budget.Amounts{Tokens: 1}, tok); !errors.Is(err, budget.ErrRateLimited) {
+		t.Fatalf("a full token log: %v", err)
+	}
+	mustSettle(t, s, "big", budget.Amounts{Tokens: 30}, budget.Settled)
+	if got := remaining(t, s, tok); got != 70 {
+		t.Fatalf("after settling at 30 of 100: remaining %d", got)
+	}
+	if _, _, err := reserve(t, s, "big2", time.Minute, budget.Amounts{Tokens: 101}, tok); !errors.Is(err, budget.ErrTooLarge) {
+		t.Fatalf("more than the log can ever hold: %v", err)
+	}
 }

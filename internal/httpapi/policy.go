@@ -228,6 +228,8 @@ func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Loc
 			b.Algorithm, b.Bucket = budget.FixedWindow, b.Bucket+"/fixed"
 		case "sliding_window":
 			b.Algorithm, b.Bucket = budget.SlidingWindow, b.Bucket+"/sliding"
+		case "sliding_log":
+			b.Algorithm, b.Bucket = budget.SlidingLog, b.Bucket+"/log"
 		}
 	case "budget":
 		b.Kind = budget.Ceiling

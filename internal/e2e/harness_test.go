@@ -78,6 +78,7 @@ type harness struct {
 	upBodies chan []byte
 	upMu     sync.Mutex
 	upTimes  []time.Time // when each request reached the upstream
+	upHeader http.Header // the last request's headers at the upstream
 }
 
 // start runs the simulated upstream and a gateway whose ml team has
@@ -120,6 +121,7 @@ func startWith(t testing.TB, su setup) *harness {
 		h.upCalls.Add(1)
 		h.upMu.Lock()
 		h.upTimes = append(h.upTimes, time.Now())
+		h.upHeader = r.Header.Clone()
 		h.upMu.Unlock()
 		body, _ := io.ReadAll(r.Body)
 		select {

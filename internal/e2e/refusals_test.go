@@ -319,3 +319,24 @@ func TestRouteCosts(t *testing.T) {
 		t.Fatalf("third embedding (15 of 10 requests): %d %s", resp.StatusCode, eb.Error.Code)
 	}
 }
+
+// The client's key and any internal or made-up header stay at the gateway.
+func TestClientHeadersAreNotForwarded(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	resp, _ := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"X-Tollgate-User": "alice", "X-Internal-Auth": "secret", "Cookie": "session=1", "X-Forwarded-For": "1.2.3.4"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	h.upMu.Lock()
+	defer h.upMu.Unlock()
+	got := h.upHeader
+	if got.Get("Authorization") != "Bearer upstream-secret" {
+		t.Fatalf("upstream Authorization = %q", got.Get("Authorization"))
+	}
+	for _, k := range []string{"X-Tollgate-User", "X-Internal-Auth", "Cookie", "X-Forwarded-For"} {
+		if got.Get(k) != "" {
+			t.Fatalf("%s reached the upstream", k)
+		}
+	}
+}

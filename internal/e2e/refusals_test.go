@@ -340,3 +340,42 @@ func TestClientHeadersAreNotForwarded(t *testing.T) {
 		}
 	}
 }
+
+// A key holder sees its own budget: spend, remaining and reset, and
+// nothing of other teams.
+func TestOwnBudget(t *testing.T) {
+	h := start(t, monthlyTen+`, {name: rpm, kind: rate, unit: requests, amount: 100, window: 1m}`, simulated.Options{})
+	if resp, _ := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	spent, _ := h.spent(teamMonth)
+	req, _ := http.NewRequest(http.MethodGet, h.url+"/v1/budget", nil)
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Team   string
+		Limits []struct {
+			Scope, Name, Unit      string
+			Limit, Used, Remaining int64
+			RemainingUSD           string `json:"remaining_usd"`
+			ResetsAt               time.Time `json:"resets_at"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	if got.Team != "ml" || len(got.Limits) != 2 {
+		t.Fatalf("budget %+v", got)
+	}
+	b := got.Limits[0]
+	if b.Name != "usd-month" || b.Used != spent || b.Remaining != 10_000_000-spent || b.ResetsAt.Day() != 1 {
+		t.Fatalf("month budget %+v, spent %d", b, spent)
+	}
+	if r := got.Limits[1]; r.Name != "rpm" || r.Limit != 100 || r.Remaining != 99 {
+		t.Fatalf("rate limit %+v", r)
+	}
+}

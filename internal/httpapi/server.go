@@ -380,6 +380,7 @@ func (g *Gateway) routes() *echo.Echo {
 	v1.POST("/messages", g.proxy(upstream.Messages, "/v1/messages"))
 	v1.POST("/responses", g.proxy(upstream.Responses, "/v1/responses"))
 	v1.GET("/models", g.listModels)
+	v1.GET("/budget", g.ownBudget)
 	return e
 }
 

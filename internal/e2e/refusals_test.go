@@ -361,7 +361,7 @@ func TestOwnBudget(t *testing.T) {
 		Limits []struct {
 			Scope, Name, Unit      string
 			Limit, Used, Remaining int64
-			RemainingUSD           string `json:"remaining_usd"`
+			RemainingUSD           string    `json:"remaining_usd"`
 			ResetsAt               time.Time `json:"resets_at"`
 		}
 	}

@@ -5,14 +5,14 @@ import "fmt"
 // Usage is what one request consumed, as the upstream reported it or as the
 // gateway counted it.
 type Usage struct {
-	InputTokens       int64 // all prompt tokens, cached ones included
-	CachedInputTokens int64 // the part of InputTokens read from the provider's cache
-	CacheWriteTokens  int64 // the part of InputTokens written to the provider's cache (Anthropic)
-	OutputTokens      int64 // completion tokens, reasoning tokens included
-	ReasoningTokens   int64 // the part of OutputTokens spent on reasoning (informational)
+	InputTokens       int64 `json:"input_tokens"`        // all prompt tokens, cached ones included
+	CachedInputTokens int64 `json:"cached_input_tokens"` // the part of InputTokens read from the provider's cache
+	CacheWriteTokens  int64 `json:"cache_write_tokens"`  // the part of InputTokens written to the provider's cache (Anthropic)
+	OutputTokens      int64 `json:"output_tokens"`       // completion tokens, reasoning tokens included
+	ReasoningTokens   int64 `json:"reasoning_tokens"`    // the part of OutputTokens spent on reasoning (informational)
 	// Estimated is true when the upstream reported no usage and the gateway
 	// counted the tokens itself (a truncated stream, a client that went away).
-	Estimated bool
+	Estimated bool `json:"estimated"`
 }
 
 // TotalTokens is InputTokens + OutputTokens.

@@ -31,6 +31,16 @@ type Config struct {
 	AuthFailures AuthFailures `yaml:"auth_failures"`
 	// Bypass configures signed limit bypass for internal services.
 	Bypass Bypass `yaml:"bypass"`
+	// LedgerPath is the append-only JSON-lines file every settlement is
+	// written to (fsync'd, group commit); reports read it. Empty: none.
+	LedgerPath string `yaml:"ledger_path"`
+	// AuditPath is the append-only file of admin changes (who, when, old,
+	// new). Empty: changes are logged only.
+	AuditPath string `yaml:"audit_path"`
+	// AdminTokens may use the admin API, by role: admin (everything),
+	// finance (ceilings and reports for all teams), viewer (reports for
+	// Teams only).
+	AdminTokens []AdminToken `yaml:"admin_tokens"`
 	// RouteCosts weigh a route's requests for "requests" limits (default 1
 	// each), e.g. {/v1/embeddings: 5}.
 	RouteCosts map[string]int64 `yaml:"route_costs"`
@@ -61,6 +71,15 @@ type Bypass struct {
 type BypassSecret struct {
 	ID     string `yaml:"id"`
 	Secret string `yaml:"secret"`
+}
+
+// AdminToken is one admin API bearer token, stored as its hash.
+type AdminToken struct {
+	Name string `yaml:"name"`
+	// Hash is "sha256:<hex>" of the token (tollgate keys new makes one).
+	Hash  string   `yaml:"hash"`
+	Role  string   `yaml:"role"`
+	Teams []string `yaml:"teams"` // for viewers: "org/team"
 }
 
 // AuthFailures is the per-IP limit on failed authentications.

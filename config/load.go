@@ -69,6 +69,8 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	}
 	expand("listen", &c.Listen)
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
+	expand("ledger_path", &c.LedgerPath)
+	expand("audit_path", &c.AuditPath)
 	expand("store.redis.password", &c.Store.Redis.Password)
 	expand("store.redis.spool_path", &c.Store.Redis.SpoolPath)
 	for i := range c.Store.Redis.Addrs {

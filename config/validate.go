@@ -199,6 +199,24 @@ func (c *Config) validate(v *validator) {
 			v.addf(fmt.Sprintf("trusted_proxies.%d", i), "want a CIDR such as 10.0.0.0/8, got %q", p)
 		}
 	}
+	for i, t := range c.AdminTokens {
+		p := fmt.Sprintf("admin_tokens.%d", i)
+		if !ValidID.MatchString(t.Name) {
+			v.addf(p+".name", "invalid name %q", t.Name)
+		}
+		if !keyHash.MatchString(t.Hash) {
+			v.addf(p+".hash", "want sha256:<64 lowercase hex digits> (run: tollgate keys new)")
+		}
+		switch t.Role {
+		case "admin", "finance":
+		case "viewer":
+			if len(t.Teams) == 0 {
+				v.addf(p+".teams", "a viewer names the teams it may see, as org/team")
+			}
+		default:
+			v.addf(p+".role", "want admin, finance or viewer, got %q", t.Role)
+		}
+	}
 	for i, b := range c.Bypass.Secrets {
 		if !ValidID.MatchString(b.ID) || len(b.Secret) < 32 {
 			v.addf(fmt.Sprintf("bypass.secrets.%d", i), "want an id and a secret of at least 32 characters")

@@ -20,7 +20,9 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
@@ -38,6 +40,7 @@ type App struct {
 	engine  *budget.Engine
 	gateway *httpapi.Gateway
 	reg     *prometheus.Registry
+	ledger  *ledger.File // nil without ledger_path
 }
 
 // New wires a gateway for cfg.
@@ -99,6 +102,18 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("building the gateway: %w", err)
 	}
 	a.gateway = gw
+	if cfg.LedgerPath != "" {
+		if a.ledger, err = ledger.Open(cfg.LedgerPath); err != nil {
+			a.Close()
+			return nil, err
+		}
+		gw.OnSettle(func(e budget.Entry) {
+			if err := a.ledger.Append(e); err != nil {
+				log.Error("writing the ledger", "reservation", e.ReservationID, "err", err)
+			}
+		})
+	}
+	gw.Mount(admin.New(cfg, a.engine, log).Mount)
 	return a, nil
 }
 
@@ -216,6 +231,9 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 // the Redis store's spool — and releases the store. Call it after the last
 // request.
 func (a *App) Close() error {
+	if a.ledger != nil {
+		a.ledger.Close()
+	}
 	if a.mem != nil {
 		return a.mem.Close()
 	}

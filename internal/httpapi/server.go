@@ -534,22 +534,11 @@ func (g *Gateway) countDegraded(mode string) {
 }
 
 // Entry is one settlement, as the ledger records it.
-type Entry struct {
-	Time          time.Time
-	RequestID     string
-	ReservationID string
-	Org, Team     string
-	Key           string // the key's id, never the key
-	Route, Model  string
-	Upstream      string
-	Usage         budget.Usage // Usage.Estimated: the gateway counted it
-	Cost          budget.Money
-	Reserved      budget.Money
-	Served        bool
-	Outcome       string
-	Degraded      string
-	Bypass        string // who skipped the limits, if anyone
-}
+type Entry = budget.Entry
+
+// Mount lets another package add routes (the admin API) to the gateway's
+// router.
+func (g *Gateway) Mount(f func(*echo.Echo)) { f(g.echo) }
 
 // OnSettle sets the function every settlement is handed to (the ledger).
 func (g *Gateway) OnSettle(f func(Entry)) { g.ledger.Store(&f) }

@@ -1,0 +1,26 @@
+package budget
+
+import "time"
+
+// Entry is one settlement as the ledger records it: who, what, how much, and
+// whether the usage was reported by the upstream or counted by the gateway.
+// Its JSON form is the ledger's line format.
+type Entry struct {
+	Time          time.Time `json:"time"`
+	RequestID     string    `json:"request_id"`
+	ReservationID string    `json:"reservation_id"`
+	Org           string    `json:"org"`
+	Team          string    `json:"team"`
+	Key           string    `json:"key"` // the key's id, never the key
+	User          string    `json:"user,omitempty"`
+	Route         string    `json:"route"`
+	Model         string    `json:"model"`
+	Upstream      string    `json:"upstream,omitempty"`
+	Usage         Usage     `json:"usage"` // Usage.Estimated: the gateway counted it
+	Cost          Money     `json:"usd_micros"`
+	Reserved      Money     `json:"reserved_usd_micros"`
+	Served        bool      `json:"served"`
+	Outcome       string    `json:"outcome"`
+	Degraded      string    `json:"degraded,omitempty"`
+	Bypass        string    `json:"bypass,omitempty"` // who skipped the limits, if anyone
+}

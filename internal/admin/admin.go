@@ -1,0 +1,150 @@
+// Package admin is the admin API under /admin/v1: bearer tokens with roles
+// (admin, finance, viewer), spend reports read from the ledger (JSON and
+// CSV), run-time ceilings with an audit trail. It talks to the budget
+// engine and the ledger; it never touches a store directly.
+package admin
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+)
+
+// API serves the admin routes.
+type API struct {
+	cfg    *config.Config
+	engine *budget.Engine
+	log    *slog.Logger
+	tokens map[[32]byte]config.AdminToken
+
+	auditMu sync.Mutex
+}
+
+// New returns the admin API for cfg.
+func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
+	a := &API{cfg: cfg, engine: engine, log: log, tokens: map[[32]byte]config.AdminToken{}}
+	for _, t := range cfg.AdminTokens {
+		raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:")) // validated with the config
+		var h [32]byte
+		copy(h[:], raw)
+		a.tokens[h] = t
+	}
+	return a
+}
+
+// Mount adds the routes to e.
+func (a *API) Mount(e *echo.Echo) {
+	g := e.Group("/admin/v1", a.authenticate)
+	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))
+	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
+	g.GET("/audit", a.audit, a.allow("admin", "finance"))
+}
+
+const tokenKey = "tollgate.admin"
+
+func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+			return fail(c, http.StatusUnauthorized, "missing_admin_token", "Send an admin token as 'Authorization: Bearer TOKEN'.")
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		t, found := a.tokens[sum]
+		stored := sha256.Sum256(nil)
+		if found {
+			raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:"))
+			copy(stored[:], raw)
+		}
+		if !found || subtle.ConstantTimeCompare(stored[:], sum[:]) != 1 {
+			return fail(c, http.StatusUnauthorized, "invalid_admin_token", "Incorrect admin token.")
+		}
+		c.Set(tokenKey, t)
+		return next(c)
+	}
+}
+
+func (a *API) allow(roles ...string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if t := caller(c); !slices.Contains(roles, t.Role) {
+				return fail(c, http.StatusForbidden, "forbidden", "This token's role ("+t.Role+") may not do this.")
+			}
+			return next(c)
+		}
+	}
+}
+
+func caller(c echo.Context) config.AdminToken {
+	t, _ := c.Get(tokenKey).(config.AdminToken)
+	return t
+}
+
+// sees reports whether the caller may see org/team.
+func sees(t config.AdminToken, org, team string) bool {
+	return t.Role != "viewer" || slices.Contains(t.Teams, org+"/"+team)
+}
+
+func fail(c echo.Context, status int, code, msg string) error {
+	return c.JSON(status, map[string]any{"error": map[string]any{"message": msg, "type": "admin_error", "code": code}})
+}
+
+// auditEntry is one change, as the audit trail keeps it.
+type auditEntry struct {
+	Time   time.Time `json:"time"`
+	Who    string    `json:"who"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Old    any       `json:"old"`
+	New    any       `json:"new"`
+}
+
+func (a *API) record(e auditEntry) error {
+	a.log.Info("admin change", "who", e.Who, "action", e.Action, "target", e.Target, "old", e.Old, "new", e.New)
+	if a.cfg.AuditPath == "" {
+		return nil
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	a.auditMu.Lock()
+	defer a.auditMu.Unlock()
+	f, err := os.OpenFile(a.cfg.AuditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+func (a *API) audit(c echo.Context) error {
+	out := []auditEntry{}
+	data, err := os.ReadFile(a.cfg.AuditPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) && a.cfg.AuditPath != "" {
+		return err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var e auditEntry
+		if json.Unmarshal([]byte(line), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,183 @@
+package admin
+
+import (
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
+)
+
+// Dimensions a report can group by.
+var Dimensions = []string{"org", "team", "key", "user", "model", "route", "upstream", "day", "month"}
+
+// Row is one group of a report.
+type Row struct {
+	Group             map[string]string `json:"group"`
+	Requests          int64             `json:"requests"`
+	InputTokens       int64             `json:"input_tokens"`
+	CachedInputTokens int64             `json:"cached_input_tokens"`
+	OutputTokens      int64             `json:"output_tokens"`
+	USDMicros         budget.Money      `json:"usd_micros"`
+	USD               string            `json:"usd"`
+	Estimated         int64             `json:"estimated"`
+}
+
+// Report sums the ledger's served entries in [from, to) by the dimensions
+// in by; days and months are read in loc. filter drops entries the caller
+// may not see.
+func Report(path string, from, to time.Time, by []string, loc *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
+	rows := map[string]*Row{}
+	err := ledger.Read(path, func(e budget.Entry) error {
+		if !e.Served || e.Time.Before(from) || !e.Time.Before(to) || !filter(e) {
+			return nil
+		}
+		group := map[string]string{}
+		key := make([]string, len(by))
+		for i, d := range by {
+			group[d] = dimension(e, d, loc)
+			key[i] = group[d]
+		}
+		k := strings.Join(key, "\x00")
+		r := rows[k]
+		if r == nil {
+			r = &Row{Group: group}
+			rows[k] = r
+		}
+		r.Requests++
+		r.InputTokens += e.Usage.InputTokens
+		r.CachedInputTokens += e.Usage.CachedInputTokens
+		r.OutputTokens += e.Usage.OutputTokens
+		r.USDMicros += e.Cost
+		if e.Usage.Estimated {
+			r.Estimated++
+		}
+		return nil
+	})
+	out := make([]Row, 0, len(rows))
+	for _, r := range rows {
+		r.USD = strings.TrimPrefix(r.USDMicros.String(), "$")
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Row) int {
+		for _, d := range by {
+			if c := strings.Compare(a.Group[d], b.Group[d]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return out, err
+}
+
+func dimension(e budget.Entry, d string, loc *time.Location) string {
+	switch d {
+	case "org":
+		return e.Org
+	case "team":
+		return e.Team
+	case "key":
+		return e.Key
+	case "user":
+		return e.User
+	case "model":
+		return e.Model
+	case "route":
+		return e.Route
+	case "upstream":
+		return e.Upstream
+	case "day":
+		return e.Time.In(loc).Format("2006-01-02")
+	case "month":
+		return e.Time.In(loc).Format("2006-01")
+	}
+	return ""
+}
+
+// reports answers GET /admin/v1/reports?month=2026-11 (or from=…&to=…,
+// dates) &by=team,model &tz=Europe/Berlin &team=org/team &format=json|csv.
+func (a *API) reports(c echo.Context) error {
+	q := c.QueryParams()
+	tz := q.Get("tz")
+	if tz == "" {
+		tz = a.cfg.TimeZone
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_time_zone", "Unknown time zone "+strconv.Quote(tz)+".")
+	}
+	var from, to time.Time
+	switch {
+	case q.Get("month") != "":
+		m, err := time.ParseInLocation("2006-01", q.Get("month"), loc)
+		if err != nil {
+			return fail(c, http.StatusBadRequest, "bad_month", "month is YYYY-MM.")
+		}
+		from, to = m, m.AddDate(0, 1, 0)
+	case q.Get("from") != "" && q.Get("to") != "":
+		f, err1 := time.ParseInLocation("2006-01-02", q.Get("from"), loc)
+		t, err2 := time.ParseInLocation("2006-01-02", q.Get("to"), loc)
+		if err1 != nil || err2 != nil || !t.After(f) {
+			return fail(c, http.StatusBadRequest, "bad_range", "from and to are dates (YYYY-MM-DD), to after from (exclusive).")
+		}
+		from, to = f, t
+	default:
+		return fail(c, http.StatusBadRequest, "missing_period", "Give month=YYYY-MM, or from and to.")
+	}
+	by := []string{"team"}
+	if v := q.Get("by"); v != "" {
+		by = strings.Split(v, ",")
+	}
+	for _, d := range by {
+		if !slices.Contains(Dimensions, d) {
+			return fail(c, http.StatusBadRequest, "bad_dimension", fmt.Sprintf("Unknown dimension %q (one of %v).", d, Dimensions))
+		}
+	}
+	t := caller(c)
+	only := q.Get("team") // org/team
+	if only != "" {
+		org, team, _ := strings.Cut(only, "/")
+		if !sees(t, org, team) {
+			// The same answer as for a team that does not exist.
+			return fail(c, http.StatusNotFound, "not_found", "No such team.")
+		}
+	}
+	rows, err := Report(a.cfg.LedgerPath, from, to, by, loc, func(e budget.Entry) bool {
+		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
+	})
+	if err != nil {
+		return err
+	}
+	if q.Get("format") == "csv" {
+		return writeCSV(c, by, rows)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"from": from, "to": to, "by": by, "rows": rows})
+}
+
+func writeCSV(c echo.Context, by []string, rows []Row) error {
+	w := c.Response()
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="tollgate-report.csv"`)
+	w.WriteHeader(http.StatusOK)
+	cw := csv.NewWriter(w)
+	header := append(append([]string{}, by...), "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd", "estimated")
+	_ = cw.Write(header)
+	for _, r := range rows {
+		rec := make([]string, 0, len(header))
+		for _, d := range by {
+			rec = append(rec, r.Group[d])
+		}
+		rec = append(rec, strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.CachedInputTokens, 10),
+			strconv.FormatInt(r.OutputTokens, 10), strconv.FormatInt(int64(r.USDMicros), 10), r.USD, strconv.FormatInt(r.Estimated, 10))
+		_ = cw.Write(rec)
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,188 @@
+package e2e_test
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+const (
+	adminToken   = "tg-admin-token"
+	financeToken = "tg-finance-token"
+	viewerToken  = "tg-viewer-token" // sees acme/search only
+	searchKey    = "tg-search-key"
+)
+
+func adminGateway(t *testing.T) (string, *app.App, *simulated.Server) {
+	t.Helper()
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	src := `
+ledger_path: ` + filepath.Join(dir, "ledger.jsonl") + `
+audit_path: ` + filepath.Join(dir, "audit.jsonl") + `
+admin_tokens:
+  - {name: root, hash: "` + httpapi.HashKey(adminToken) + `", role: admin}
+  - {name: cfo, hash: "` + httpapi.HashKey(financeToken) + `", role: finance}
+  - {name: search-lead, hash: "` + httpapi.HashKey(viewerToken) + `", role: viewer, teams: [acme/search]}
+upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [test-model, gpt-4o-mini]}]
+models:
+  test-model:  {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
+  gpt-4o-mini: {encoding: o200k_base, input: "$0.15", output: "$0.60", max_output_tokens: 1000, default_output_tokens: 100}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+      - id: search
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: s1, hash: "` + httpapi.HashKey(searchKey) + `"}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(a.Handler())
+	t.Cleanup(func() { gw.Close(); a.Close() })
+	return gw.URL, a, sim
+}
+
+func adminCall(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminRolesReportsAndCeilings(t *testing.T) {
+	url, _, sim := adminGateway(t)
+	for i, k := range []string{testKey, testKey, searchKey} {
+		model := []string{"test-model", "gpt-4o-mini", "test-model"}[i]
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi `+strconv.Itoa(i)+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+k)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request %d: %v %v", i, err, resp.StatusCode)
+		}
+		resp.Body.Close()
+	}
+	month := time.Now().UTC().Format("2006-01")
+	reports := url + "/admin/v1/reports?month=" + month
+
+	// Roles.
+	for _, tc := range []struct {
+		desc, method, path, token, body string
+		want                            int
+	}{
+		{"no token", "GET", reports, "", "", 401},
+		{"wrong token", "GET", reports, "tg-nope", "", 401},
+		{"a viewer asking for another team", "GET", reports + "&team=acme/ml", viewerToken, "", 404},
+		{"a viewer asking for a team that does not exist", "GET", reports + "&team=acme/nope", viewerToken, "", 404},
+		{"a viewer setting a ceiling", "PUT", url + "/admin/v1/ceilings", viewerToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1"}`, 403},
+		{"a viewer reading the audit", "GET", url + "/admin/v1/audit", viewerToken, "", 403},
+		{"finance reading any team", "GET", reports + "&team=acme/ml", financeToken, "", 200},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if status, body := adminCall(t, tc.method, tc.path, tc.token, tc.body); status != tc.want {
+				t.Fatalf("%d %s, want %d", status, body, tc.want)
+			}
+		})
+	}
+
+	// JSON and CSV agree with each other and with what the upstream reported.
+	var rep struct {
+		Rows []struct {
+			Group     map[string]string
+			Requests  int64
+			USDMicros int64 `json:"usd_micros"`
+		}
+	}
+	// Settlements land just after the answers: wait for the third entry.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, jsonBody := adminCall(t, "GET", reports+"&by=team,model", financeToken, "")
+		if err := json.Unmarshal([]byte(jsonBody), &rep); err != nil {
+			t.Fatalf("report %s (%v)", jsonBody, err)
+		}
+		if len(rep.Rows) == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(rep.Rows) != 3 {
+		t.Fatalf("report rows %+v", rep.Rows)
+	}
+	_, csvBody := adminCall(t, "GET", reports+"&by=team,model&format=csv", financeToken, "")
+	recs, err := csv.NewReader(strings.NewReader(csvBody)).ReadAll()
+	if err != nil || len(recs) != 4 || recs[0][0] != "team" || recs[0][6] != "usd_micros" {
+		t.Fatalf("csv %q (%v)", csvBody, err)
+	}
+	var total int64
+	for i, r := range rep.Rows {
+		if recs[i+1][0] != r.Group["team"] || recs[i+1][1] != r.Group["model"] || recs[i+1][6] != strconv.FormatInt(r.USDMicros, 10) {
+			t.Fatalf("row %d: json %+v, csv %v", i, r, recs[i+1])
+		}
+		total += r.USDMicros
+	}
+	u := sim.Stats().Usage
+	tm, mini := u["test-model"], u["gpt-4o-mini"]
+	want := tm.PromptTokens + 2*tm.CompletionTokens + (mini.PromptTokens*150_000+999_999)/1_000_000 + (mini.CompletionTokens*600_000+999_999)/1_000_000
+	if total != want {
+		t.Fatalf("report total %d µ$, the upstream reported usage worth %d", total, want)
+	}
+	// A viewer sees only its team.
+	_, vBody := adminCall(t, "GET", reports, viewerToken, "")
+	if !strings.Contains(vBody, `"team":"search"`) || strings.Contains(vBody, `"team":"ml"`) {
+		t.Fatalf("viewer's report: %s", vBody)
+	}
+
+	// Finance freezes ml at $0.000001: its next request is refused; the
+	// change is in the audit trail with who, old and new.
+	status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$0.000001"}`)
+	if status != 200 {
+		t.Fatalf("set ceiling: %d %s", status, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("after the freeze: %d", resp.StatusCode)
+	}
+	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
+	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) {
+		t.Fatalf("audit %s", audit)
+	}
+}

@@ -41,6 +41,8 @@ type Config struct {
 	// finance (ceilings and reports for all teams), viewer (reports for
 	// Teams only).
 	AdminTokens []AdminToken `yaml:"admin_tokens"`
+	// Alerts are sent when a budget passes its soft thresholds.
+	Alerts Alerts `yaml:"alerts"`
 	// RouteCosts weigh a route's requests for "requests" limits (default 1
 	// each), e.g. {/v1/embeddings: 5}.
 	RouteCosts map[string]int64 `yaml:"route_costs"`
@@ -71,6 +73,16 @@ type Bypass struct {
 type BypassSecret struct {
 	ID     string `yaml:"id"`
 	Secret string `yaml:"secret"`
+}
+
+// Alerts fire once per threshold per budget per period (across all
+// instances) to every webhook, with a Slack-compatible JSON body.
+type Alerts struct {
+	// Thresholds are percentages of a budget used or reserved (default
+	// 50, 80, 100).
+	Thresholds []int64 `yaml:"thresholds"`
+	// Webhooks receive the alerts; write URLs with secrets as ${ENV}.
+	Webhooks []string `yaml:"webhooks"`
 }
 
 // AdminToken is one admin API bearer token, stored as its hash.

@@ -70,6 +70,9 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	expand("listen", &c.Listen)
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
 	expand("ledger_path", &c.LedgerPath)
+	for i := range c.Alerts.Webhooks {
+		expand(fmt.Sprintf("alerts.webhooks.%d", i), &c.Alerts.Webhooks[i])
+	}
 	expand("audit_path", &c.AuditPath)
 	expand("store.redis.password", &c.Store.Redis.Password)
 	expand("store.redis.spool_path", &c.Store.Redis.SpoolPath)

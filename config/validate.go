@@ -52,6 +52,9 @@ func (c *Config) SetDefaults() {
 	if c.AuthFailures.Window == 0 {
 		c.AuthFailures.Window = time.Minute
 	}
+	if len(c.Alerts.Thresholds) == 0 {
+		c.Alerts.Thresholds = []int64{50, 80, 100}
+	}
 	if c.Bypass.Window == 0 {
 		c.Bypass.Window = 300 * time.Second
 	}
@@ -197,6 +200,16 @@ func (c *Config) validate(v *validator) {
 	for i, p := range c.TrustedProxies {
 		if _, err := netip.ParsePrefix(p); err != nil {
 			v.addf(fmt.Sprintf("trusted_proxies.%d", i), "want a CIDR such as 10.0.0.0/8, got %q", p)
+		}
+	}
+	for i, th := range c.Alerts.Thresholds {
+		if th < 1 || th > 1000 {
+			v.addf(fmt.Sprintf("alerts.thresholds.%d", i), "a threshold is a percentage from 1 to 1000")
+		}
+	}
+	for i, w := range c.Alerts.Webhooks {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.addf(fmt.Sprintf("alerts.webhooks.%d", i), "want an http(s) URL")
 		}
 	}
 	for i, t := range c.AdminTokens {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,6 +324,68 @@ func TestDistributedPacing(t *testing.T) {
 	for k, n := range counts {
 		if n < rate*95/100 || n > rate*105/100 {
 			t.Fatalf("second %d saw %d requests, want %d ± 5%% (all: %v)", k, n, rate, counts)
+		}
+	}
+}
+
+// Four instances push one team past 50 % and 80 % of its budget at once:
+// each threshold sends exactly one webhook.
+func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	var mu sync.Mutex
+	got := map[int64]int{}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a struct {
+			Text      string `json:"text"`
+			Threshold int64  `json:"threshold_percent"`
+			Team      string `json:"team"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&a)
+		if a.Text == "" || a.Team != "ml" {
+			t.Errorf("webhook body %+v", a)
+		}
+		mu.Lock()
+		got[a.Threshold]++
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 8000, period: month}`,
+		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
+		topExtra:   "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var wg sync.WaitGroup
+	for c := range 32 {
+		wg.Go(func() {
+			for i := c; i < 32*6; i += 32 {
+				body := `{"model":"test-model","max_tokens":20,"messages":[{"role":"user","content":"r` + strconv.Itoa(i) + `"}]}`
+				if _, _, _, err := send(client, h.urls[i%4], body); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n80 := got[80]
+		mu.Unlock()
+		if n80 > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let any duplicate arrive
+	mu.Lock()
+	defer mu.Unlock()
+	if got[50] != 1 || got[80] != 1 {
+		t.Fatalf("webhooks by threshold: %v, want exactly one each for 50 and 80", got)
+	}
+	for th, n := range got {
+		if n != 1 {
+			t.Fatalf("threshold %d sent %d webhooks", th, n)
 		}
 	}
 }

@@ -129,6 +129,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 				"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
 		}
 		g.observeBudgets(cl, res)
+		g.alerts.check(c.Request().Context(), cl, res)
 		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)
 		var upErr *upstreamRefused

@@ -47,6 +47,7 @@ type Gateway struct {
 	settings atomic.Pointer[settings]
 
 	ledger    atomic.Pointer[func(Entry)]
+	alerts    *alerter
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
 	stateMu   sync.Mutex
@@ -179,6 +180,10 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.settings.Store(st)
+	if len(c.Alerts.Webhooks) > 0 {
+		g.alerts = &alerter{g: g, thresholds: c.Alerts.Thresholds, webhooks: c.Alerts.Webhooks,
+			client: &http.Client{Timeout: 10 * time.Second}, fired: map[string]bool{}}
+	}
 	g.echo = g.routes()
 	for _, r := range c.PaidRoutes {
 		handler := g.authenticate(g.paid(r.Name))

@@ -32,6 +32,7 @@ type Metrics struct {
 	Fallbacks          *prometheus.CounterVec
 	StreamsCut         *prometheus.CounterVec
 	Bypasses           *prometheus.CounterVec
+	Alerts             *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -123,7 +124,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tollgate_bypasses_total",
 		Help: "Requests that skipped their limits, by who (a signing service's id, or unlimited-key) and team.",
 	}, []string{"by", "team"})
-	reg.MustRegister(m.StreamsCut, m.Bypasses)
+	m.Alerts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_budget_alerts_total",
+		Help: "Budget threshold alerts this instance sent (each fires once per period across all instances), by scope, team, budget and threshold percent.",
+	}, []string{"scope", "team", "budget", "threshold"})
+	reg.MustRegister(m.StreamsCut, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)

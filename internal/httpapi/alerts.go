@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// alerter sends soft-threshold alerts: once per threshold per budget per
+// period across every instance — the first instance to take a one-shot
+// bucket in the budget store sends it — to each webhook, retried with
+// backoff.
+type alerter struct {
+	g          *Gateway
+	thresholds []int64
+	webhooks   []string
+	client     *http.Client
+
+	mu    sync.Mutex
+	fired map[string]bool // this instance's memory of alerts already taken (by anyone)
+	wg    sync.WaitGroup
+}
+
+// Alert is the webhook body: Slack's "text", plus the figures.
+type Alert struct {
+	Text      string `json:"text"`
+	Scope     string `json:"scope"`
+	Org       string `json:"org"`
+	Team      string `json:"team"`
+	Budget    string `json:"budget"`
+	Period    string `json:"period"`
+	Threshold int64  `json:"threshold_percent"`
+	Used      int64  `json:"used"`
+	Limit     int64  `json:"limit"`
+	Unit      string `json:"unit"`
+}
+
+// check looks at the budgets a reservation touched and fires the
+// thresholds they passed.
+func (a *alerter) check(ctx context.Context, cl *call, res budget.Result) {
+	if a == nil || len(res.Status) != len(cl.limits) {
+		return
+	}
+	for i := range cl.limits {
+		l, s := cl.limits[i], res.Status[i]
+		if l.Kind != budget.Ceiling || l.Shadow || s.Capacity <= 0 || (l.Scope != budget.ScopeOrg && l.Scope != budget.ScopeTeam) {
+			continue
+		}
+		used := s.Capacity - s.Remaining
+		period := budget.PeriodID(l.Period, time.Now(), l.Location)
+		for _, th := range a.thresholds {
+			if used*100 < th*s.Capacity {
+				continue
+			}
+			id := l.Bucket + "|" + period + "|" + strconv.FormatInt(th, 10)
+			a.mu.Lock()
+			done := a.fired[id]
+			a.fired[id] = true
+			a.mu.Unlock()
+			if done || !a.take(ctx, l, id) {
+				continue
+			}
+			alert := Alert{Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
+				Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String()}
+			alert.Text = fmt.Sprintf("Tollgate: %s budget %q of %s/%s has reached %d%% for %s (%s of %s).",
+				alert.Scope, l.Name, alert.Org, alert.Team, th, period, amount(l, used), amount(l, s.Capacity))
+			a.g.metrics.Alerts.WithLabelValues(alert.Scope, alert.Team, l.Name, strconv.FormatInt(th, 10)).Inc()
+			a.g.log.Warn("budget threshold reached", "scope", alert.Scope, "team", alert.Team, "budget", l.Name, "threshold", th, "period", period)
+			a.send(alert)
+		}
+	}
+}
+
+func amount(l budget.Limit, v int64) string {
+	if l.Unit == budget.Microdollars {
+		return budget.Money(v).String()
+	}
+	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
+}
+
+// take claims an alert for this instance: a one-unit budget in the store
+// that lives for the period; every other instance is refused.
+func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {
+	once := budget.Limit{Bucket: "alert:" + id, Name: "alert", Partition: l.Partition, Scope: l.Scope, Kind: budget.Ceiling,
+		Unit: budget.Requests, Amount: 1, Period: l.Period, Location: l.Location}
+	r, _, err := a.g.engine.Reserve(context.WithoutCancel(ctx), []budget.Limit{once}, budget.Amounts{Requests: 1})
+	if err != nil {
+		var refused *budget.RefusedError
+		if !errors.As(err, &refused) {
+			a.mu.Lock()
+			delete(a.fired, id) // the store did not answer: try again next time
+			a.mu.Unlock()
+		}
+		return false
+	}
+	_, _ = a.g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
+	return true
+}
+
+// send posts the alert to every webhook, retrying each up to five times
+// (1 s, 2 s, 4 s, 8 s apart).
+func (a *alerter) send(alert Alert) {
+	body, _ := json.Marshal(alert)
+	for _, url := range a.webhooks {
+		a.wg.Go(func() {
+			for attempt := range 5 {
+				if attempt > 0 {
+					time.Sleep(time.Second << (attempt - 1))
+				}
+				resp, err := a.client.Post(url, "application/json", bytes.NewReader(body))
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode < 300 {
+						return
+					}
+				}
+				a.g.log.Warn("alert webhook failed; retrying", "attempt", attempt+1, "err", err)
+			}
+			a.g.log.Error("alert webhook failed five times; giving up", "text", alert.Text)
+		})
+	}
+}

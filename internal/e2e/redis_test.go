@@ -352,7 +352,7 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 8000, period: month}`,
 		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
-		topExtra:   "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
+		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var wg sync.WaitGroup

@@ -32,6 +32,10 @@ Usage:
   tollgate keys new                     make an API key and the hash for the config
   tollgate demo [--listen ADDR]         the gateway in front of a simulated OpenAI
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
+  tollgate report --month 2026-11 --by team,model --format table|csv|json
+                                        a spend report from a gateway's admin API
+  tollgate ceiling set --org O --team T --name BUDGET --amount '$1200'|reset
+                                        change a budget at run time (audited)
 `
 
 func main() {
@@ -57,6 +61,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "mock-upstream":
 		err = mockUpstream(ctx, args[1:], stdout, stderr)
+	case "report":
+		err = report(args[1:], stdout)
+	case "ceiling":
+		err = ceiling(args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

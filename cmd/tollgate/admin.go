@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// adminFlags are the flags every admin subcommand shares.
+func adminFlags(fs *flag.FlagSet) (base, token *string) {
+	base = fs.String("url", envOr("TOLLGATE_URL", "http://127.0.0.1:8080"), "gateway address (env TOLLGATE_URL)")
+	token = fs.String("token", os.Getenv("TOLLGATE_ADMIN_TOKEN"), "admin token (env TOLLGATE_ADMIN_TOKEN)")
+	return base, token
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func adminDo(method, base, token, path string, body io.Reader) ([]byte, error) {
+	req, err := http.NewRequest(method, strings.TrimSuffix(base, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	return data, nil
+}
+
+// report prints a spend report: tollgate report --month 2026-11 --by team,model --format table|csv|json
+func report(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	base, token := adminFlags(fs)
+	month := fs.String("month", time.Now().UTC().Format("2006-01"), "YYYY-MM")
+	from := fs.String("from", "", "first day YYYY-MM-DD (with --to, instead of --month)")
+	to := fs.String("to", "", "day after the last YYYY-MM-DD")
+	by := fs.String("by", "team", "comma-separated: org, team, key, user, model, route, upstream, day, month")
+	team := fs.String("team", "", "only org/team")
+	tz := fs.String("tz", "", "time zone of days and months (default: the gateway's)")
+	format := fs.String("format", "table", "table, csv or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	q := url.Values{"by": {*by}}
+	if *from != "" || *to != "" {
+		q.Set("from", *from)
+		q.Set("to", *to)
+	} else {
+		q.Set("month", *month)
+	}
+	for k, v := range map[string]string{"team": *team, "tz": *tz} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if *format == "csv" {
+		q.Set("format", "csv")
+	}
+	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/reports?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if *format != "table" {
+		_, err := stdout.Write(data)
+		return err
+	}
+	var rep struct {
+		By   []string
+		Rows []struct {
+			Group                               map[string]string
+			Requests, InputTokens, OutputTokens int64
+			USD                                 string
+			CachedInputTokens                   int64 `json:"cached_input_tokens"`
+			InputTokensJSON                     int64 `json:"input_tokens"`
+			OutputTokensJSON                    int64 `json:"output_tokens"`
+		}
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, strings.ToUpper(strings.Join(rep.By, "\t"))+"\tREQUESTS\tINPUT\tOUTPUT\tUSD\t")
+	for _, r := range rep.Rows {
+		cells := make([]string, 0, len(rep.By))
+		for _, d := range rep.By {
+			cells = append(cells, r.Group[d])
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t\n", strings.Join(cells, "\t"), r.Requests, r.InputTokens, r.OutputTokens, r.USD)
+	}
+	return w.Flush()
+}
+
+// ceiling sets a budget at run time: tollgate ceiling set --org acme --team ml --name usd-month --amount '$1200'
+func ceiling(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "set" {
+		return errors.New("usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset")
+	}
+	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
+	base, token := adminFlags(fs)
+	org := fs.String("org", "", "org id")
+	team := fs.String("team", "", "team id (empty: the org's own budget)")
+	name := fs.String("name", "", "budget name")
+	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount})
+	data, err := adminDo(http.MethodPut, *base, *token, "/admin/v1/ceilings", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Budget    string `json:"budget"`
+		Old       int64  `json:"old"`
+		New       int64  `json:"new"`
+		Remaining int64  `json:"remaining"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s → %s (remaining %s)\n", out.Budget, strconv.FormatInt(out.Old, 10), strconv.FormatInt(out.New, 10), strconv.FormatInt(out.Remaining, 10))
+	return nil
+}

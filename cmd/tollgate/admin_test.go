@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// The report and ceiling commands against a running gateway.
+func TestReportAndCeilingCommands(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	src := `
+ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
+admin_tokens: [{name: cfo, hash: "` + httpapi.HashKey("tg-cfo") + `", role: finance}]
+upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [m]}]
+models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
+orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
+        keys: [{id: k, hash: "` + httpapi.HashKey("tg-k") + `"}]}]}]
+`
+	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	gw := httptest.NewServer(a.Handler())
+	defer gw.Close()
+	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer tg-k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", err, resp.StatusCode)
+	}
+	resp.Body.Close()
+
+	var out, errOut bytes.Buffer
+	args := []string{"report", "--url", gw.URL, "--token", "tg-cfo", "--by", "team,model"}
+	for range 100 { // the settlement lands just after the answer
+		out.Reset()
+		if code := run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("report: %d %s", code, errOut.String())
+		}
+		if strings.Contains(out.String(), "ml") {
+			break
+		}
+	}
+	if !strings.Contains(out.String(), "TEAM") || !strings.Contains(out.String(), "ml") || !strings.Contains(out.String(), " m ") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
+		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "10000000 → 20000000") {
+		t.Fatalf("ceiling set: %d %q %s", code, out.String(), errOut.String())
+	}
+	if code := run(context.Background(), []string{"report", "--url", gw.URL, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
+		t.Fatalf("a wrong token: %d %s", code, errOut.String())
+	}
+}

@@ -48,6 +48,7 @@ func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
 
 // Mount adds the routes to e.
 func (a *API) Mount(e *echo.Echo) {
+	e.GET("/admin/", a.page, a.authenticate, a.allow("admin", "finance", "viewer"))
 	g := e.Group("/admin/v1", a.authenticate)
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))
 	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
@@ -59,7 +60,19 @@ const tokenKey = "tollgate.admin"
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			token = ""
+		}
+		if token == "" {
+			// The web page: a token given once as ?token= (traded for a
+			// cookie), or the cookie itself.
+			if q := c.QueryParam("token"); q != "" && c.Path() == "/admin/" {
+				token = q
+			} else if ck, err := c.Cookie(cookieName); err == nil {
+				token = ck.Value
+			}
+		}
+		if token == "" {
 			return fail(c, http.StatusUnauthorized, "missing_admin_token", "Send an admin token as 'Authorization: Bearer TOKEN'.")
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))

@@ -1,11 +1,14 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,5 +187,93 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
 	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) {
 		t.Fatalf("audit %s", audit)
+	}
+}
+
+// chromium runs headless Chromium on url: the DOM after load, and a
+// screenshot written to png.
+func chromium(t *testing.T, url, png string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is needed for this test (apt-get install chromium)")
+	}
+	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir=" + t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	shot := exec.CommandContext(ctx, bin, append(flags, "--window-size=1000,1200", "--screenshot="+png, url)...)
+	if out, err := shot.CombinedOutput(); err != nil {
+		t.Fatalf("chromium screenshot: %v\n%s", err, out)
+	}
+	dom, err := exec.CommandContext(ctx, bin, append(flags, "--dump-dom", url)...).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return string(dom)
+}
+
+// The finance page, loaded by a real browser, shows the ledger's figures.
+func TestFinancePageInChromium(t *testing.T) {
+	url, _, _ := adminGateway(t)
+	for i, k := range []string{testKey, testKey, searchKey} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"page `+strconv.Itoa(i)+`"}]}`))
+		req.Header.Set("Authorization", "Bearer "+k)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request %d", i)
+		}
+		resp.Body.Close()
+	}
+	month := time.Now().UTC().Format("2006-01")
+	var rows []struct {
+		Group     map[string]string
+		USDMicros int64 `json:"usd_micros"`
+		Requests  int64
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, body := adminCall(t, "GET", url+"/admin/v1/reports?month="+month+"&by=org,team", financeToken, "")
+		var rep struct {
+			Rows []struct {
+				Group     map[string]string
+				USDMicros int64 `json:"usd_micros"`
+				Requests  int64
+			}
+		}
+		_ = json.Unmarshal([]byte(body), &rep)
+		rows = rep.Rows
+		var n int64
+		for _, r := range rows {
+			n += r.Requests
+		}
+		if n == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	png := filepath.Join(t.TempDir(), "finance.png")
+	dom := chromium(t, url+"/admin/?token="+financeToken, png)
+	if info, err := os.Stat(png); err != nil || info.Size() < 1000 {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	var total int64
+	for _, r := range rows {
+		team := r.Group["org"] + "/" + r.Group["team"]
+		want := `data-team="` + team + `" data-usd-micros="` + strconv.FormatInt(r.USDMicros, 10) + `"`
+		if !strings.Contains(dom, want) {
+			t.Fatalf("the page lacks %s:\n%s", want, dom)
+		}
+		total += r.USDMicros
+	}
+	if !strings.Contains(dom, `id="total" data-usd-micros="`+strconv.FormatInt(total, 10)+`"`) || total == 0 {
+		t.Fatalf("the page's total is not the ledger's %d:\n%s", total, dom)
+	}
+	if !strings.Contains(dom, "<svg") || !strings.Contains(dom, "download CSV") {
+		t.Fatal("no chart or CSV link")
+	}
+	// A viewer's page shows its team only.
+	vdom := chromium(t, url+"/admin/?token="+viewerToken, filepath.Join(t.TempDir(), "viewer.png"))
+	if !strings.Contains(vdom, `data-team="acme/search"`) || strings.Contains(vdom, `data-team="acme/ml"`) {
+		t.Fatalf("viewer page:\n%s", vdom)
 	}
 }

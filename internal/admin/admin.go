@@ -7,6 +7,7 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,8 +47,15 @@ func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
 	return a
 }
 
+//go:embed openapi.json
+var openAPI []byte
+
+// OpenAPI is the admin API's OpenAPI 3.1 document.
+func OpenAPI() []byte { return openAPI }
+
 // Mount adds the routes to e.
 func (a *API) Mount(e *echo.Echo) {
+	e.GET("/admin/v1/openapi.json", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", openAPI) })
 	e.GET("/admin/", a.page, a.authenticate, a.allow("admin", "finance", "viewer"))
 	g := e.Group("/admin/v1", a.authenticate)
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // ClaudeFactor is how the simulated Anthropic upstream models Claude's
@@ -86,26 +85,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	send := func(event string, v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if s.opts.ChunkDelay > 0 {
-			select {
-			case <-time.After(s.opts.ChunkDelay):
-			case <-r.Context().Done():
-				return false
-			}
-		}
-		return true
-	}
+	send := s.eventWriter(w, r)
+
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,

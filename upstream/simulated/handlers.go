@@ -203,27 +203,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		return
 	}
 
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if s.opts.ChunkDelay > 0 {
-			select {
-			case <-time.After(s.opts.ChunkDelay):
-			case <-r.Context().Done():
-				return false
-			}
-		}
-		return true
-	}
+	sendEvent := s.eventWriter(w, r)
+	send := func(v any) bool { return sendEvent("", v) }
+
 	chunk := func(i int, text string, finish any, first bool) map[string]any {
 		c := map[string]any{"index": i, "finish_reason": finish, "logprobs": nil}
 		if chat {
@@ -280,8 +262,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		}
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
-	if flusher != nil {
-		flusher.Flush()
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
 	}
 }
 

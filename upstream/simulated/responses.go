@@ -80,29 +80,14 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, response(status, []any{message}, usage))
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	sendEvent := s.eventWriter(w, r)
 	seq := 0
 	send := func(v map[string]any) bool {
 		v["sequence_number"] = seq
 		seq++
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", v["type"], b); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if s.opts.ChunkDelay > 0 {
-			select {
-			case <-time.After(s.opts.ChunkDelay):
-			case <-r.Context().Done():
-				return false
-			}
-		}
-		return true
+		return sendEvent(v["type"].(string), v)
 	}
+
 	if !send(map[string]any{"type": "response.created", "response": response("in_progress", []any{}, nil)}) {
 		return
 	}

@@ -220,3 +220,36 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func id(prefix string, seed uint64) string { return fmt.Sprintf("%s-sim%016x", prefix, seed) }
+
+// eventWriter starts an SSE answer and returns the function that sends one
+// event (named, or data only when event is empty), flushes it and waits
+// ChunkDelay; it reports false once the client is gone.
+func (s *Server) eventWriter(w http.ResponseWriter, r *http.Request) func(event string, v any) bool {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	return func(event string, v any) bool {
+		b, _ := json.Marshal(v)
+		var err error
+		if event != "" {
+			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		} else {
+			_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		if err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if s.opts.ChunkDelay > 0 {
+			select {
+			case <-time.After(s.opts.ChunkDelay):
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		return true
+	}
+}

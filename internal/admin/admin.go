@@ -59,6 +59,7 @@ func (a *API) Mount(e *echo.Echo) {
 	e.GET("/admin/", a.page, a.authenticate, a.allow("admin", "finance", "viewer"))
 	g := e.Group("/admin/v1", a.authenticate)
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))
+	g.GET("/ceilings", a.ceilings, a.allow("admin", "finance", "viewer"))
 	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
 	g.GET("/audit", a.audit, a.allow("admin", "finance"))
 }

@@ -61,13 +61,26 @@ func (a *API) setCeiling(c echo.Context) error {
 
 // findBudget locates a configured budget limit of an org or a team.
 func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
+	limits, _ := a.budgets(org, team)
+	for _, l := range limits {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return budget.Limit{}, false
+}
+
+// budgets lists the configured budget limits of an org (team empty) or of
+// one of its teams, plan limits included; false if there is no such org or
+// team.
+func (a *API) budgets(org, team string) ([]budget.Limit, bool) {
 	for _, o := range a.cfg.Orgs {
 		if o.ID != org {
 			continue
 		}
 		loc := time.UTC
 		if o.TimeZone != "" {
-			loc, _ = time.LoadLocation(o.TimeZone)
+			loc, _ = time.LoadLocation(o.TimeZone) // validated with the config
 		}
 		limits, path, scope := o.Limits, org, budget.ScopeOrg
 		if team != "" {
@@ -78,18 +91,64 @@ func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
 				}
 			}
 			if !found {
-				return budget.Limit{}, false
+				return nil, false
 			}
 		}
+		var out []budget.Limit
 		for _, l := range limits {
-			if l.Name == name && l.Kind == "budget" {
-				b := budget.Limit{Bucket: scope.String() + ":" + path + ":" + l.Name, Name: l.Name, Partition: org, Scope: scope,
-					Kind: budget.Ceiling, Amount: l.Amount.Value, Location: loc}
-				b.Unit = map[string]budget.Unit{"usd": budget.Microdollars, "tokens": budget.Tokens, "requests": budget.Requests}[l.Unit]
-				b.Period = map[string]budget.Period{"day": budget.Day, "month": budget.Month}[l.Period]
-				return b, true
+			if l.Kind != "budget" {
+				continue
 			}
+			b := budget.Limit{Bucket: scope.String() + ":" + path + ":" + l.Name, Name: l.Name, Partition: org, Scope: scope,
+				Kind: budget.Ceiling, Amount: l.Amount.Value, Location: loc}
+			b.Unit = map[string]budget.Unit{"usd": budget.Microdollars, "tokens": budget.Tokens, "requests": budget.Requests}[l.Unit]
+			b.Period = map[string]budget.Period{"day": budget.Day, "month": budget.Month}[l.Period]
+			out = append(out, b)
 		}
+		return out, true
 	}
-	return budget.Limit{}, false
+	return nil, false
+}
+
+// ceilingView is one budget as GET /admin/v1/ceilings shows it.
+type ceilingView struct {
+	Budget     string    `json:"budget"`
+	Name       string    `json:"name"`
+	Unit       string    `json:"unit"`
+	Period     string    `json:"period"`
+	TimeZone   string    `json:"time_zone"`
+	Configured int64     `json:"configured"`
+	InForce    int64     `json:"in_force"`
+	Overridden bool      `json:"overridden"`
+	Remaining  int64     `json:"remaining"`
+	ResetsAt   time.Time `json:"resets_at"`
+}
+
+// ceilings answers GET /admin/v1/ceilings?org=O[&team=T]: every budget of
+// the org (or of one team) with its configured amount, the amount in force
+// (a run-time ceiling, if one is set), what is left of it (settled and
+// reserved spend taken off) and when the period ends, in the budget's time
+// zone. Spend itself is read from /reports, which the ledger backs. A viewer sees only its own teams; any other is a uniform 404.
+func (a *API) ceilings(c echo.Context) error {
+	org, team := c.QueryParam("org"), c.QueryParam("team")
+	if org == "" {
+		return fail(c, http.StatusBadRequest, "bad_request", "Give ?org= (and &team= for a team's budgets).")
+	}
+	limits, ok := a.budgets(org, team)
+	if !ok || !sees(caller(c), org, team) {
+		return fail(c, http.StatusNotFound, "not_found", "No such org or team.")
+	}
+	statuses, err := a.engine.Peek(c.Request().Context(), limits)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	out := make([]ceilingView, len(limits))
+	for i, l := range limits {
+		s := statuses[i]
+		out[i] = ceilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
+			Configured: l.Amount, InForce: s.Capacity, Overridden: s.Capacity != l.Amount,
+			Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"org": org, "team": team, "budgets": out})
 }

@@ -114,6 +114,11 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		{"a viewer asking for a team that does not exist", "GET", reports + "&team=acme/nope", viewerToken, "", 404},
 		{"a viewer setting a ceiling", "PUT", url + "/admin/v1/ceilings", viewerToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1"}`, 403},
 		{"a viewer reading the audit", "GET", url + "/admin/v1/audit", viewerToken, "", 403},
+		{"a viewer reading another team's ceilings", "GET", url + "/admin/v1/ceilings?org=acme&team=ml", viewerToken, "", 404},
+		{"a viewer reading the org's ceilings", "GET", url + "/admin/v1/ceilings?org=acme", viewerToken, "", 404},
+		{"a viewer reading its own team's ceilings", "GET", url + "/admin/v1/ceilings?org=acme&team=search", viewerToken, "", 200},
+		{"ceilings without an org", "GET", url + "/admin/v1/ceilings", financeToken, "", 400},
+		{"ceilings of a team that does not exist", "GET", url + "/admin/v1/ceilings?org=acme&team=nope", financeToken, "", 404},
 		{"finance reading any team", "GET", reports + "&team=acme/ml", financeToken, "", 200},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -183,6 +188,28 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 429 {
 		t.Fatalf("after the freeze: %d", resp.StatusCode)
+	}
+	// The read side shows the override next to the configured amount, and
+	// when the month ends.
+	_, ceilBody := adminCall(t, "GET", url+"/admin/v1/ceilings?org=acme&team=ml", financeToken, "")
+	var ceil struct {
+		Budgets []struct {
+			Configured int64     `json:"configured"`
+			InForce    int64     `json:"in_force"`
+			Overridden bool      `json:"overridden"`
+			Remaining  int64     `json:"remaining"`
+			ResetsAt   time.Time `json:"resets_at"`
+			Zone       string    `json:"time_zone"`
+		}
+	}
+	if err := json.Unmarshal([]byte(ceilBody), &ceil); err != nil || len(ceil.Budgets) != 1 {
+		t.Fatalf("ceilings %s (%v)", ceilBody, err)
+	}
+	nowUTC := time.Now().UTC()
+	nextMonth := time.Date(nowUTC.Year(), nowUTC.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	if b := ceil.Budgets[0]; b.Configured != 10_000_000 || b.InForce != 1 || !b.Overridden || b.Remaining != 0 ||
+		b.Zone != "UTC" || !b.ResetsAt.Equal(nextMonth) {
+		t.Fatalf("ceilings after the freeze: %s (the month ends %s)", ceilBody, nextMonth)
 	}
 	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
 	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) {

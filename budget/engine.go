@@ -136,13 +136,13 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 }
 
 // SetCeiling sets the amount of a Ceiling limit at run time, for every
-// instance sharing the store, from the next reservation on; a negative
-// amount restores the configured one.
-func (e *Engine) SetCeiling(ctx context.Context, l Limit, amount int64) error {
+// instance sharing the store, from the next reservation on, until until
+// (zero: for good); a negative amount restores the configured one now.
+func (e *Engine) SetCeiling(ctx context.Context, l Limit, amount int64, until time.Time) error {
 	if l.Kind != Ceiling {
 		return fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
 	}
-	if err := e.store.SetCeiling(ctx, l.Partition, l.Bucket, amount); err != nil {
+	if err := e.store.SetCeiling(ctx, l.Partition, l.Bucket, amount, until); err != nil {
 		return fmt.Errorf("setting ceiling %s: %w", l.Bucket, err)
 	}
 	return nil

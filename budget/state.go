@@ -25,8 +25,9 @@ type State interface {
 	SetInFlight(bucket string, n int64)
 	// CeilingOverride is a ceiling set at run time for a Ceiling bucket
 	// (finance raising or freezing a budget), which replaces the
-	// configured amount in every period.
-	CeilingOverride(bucket string) (amount int64, ok bool)
+	// configured amount in every period until it expires: ok is false
+	// for none, or for one whose expiry is at or before now (unix µs).
+	CeilingOverride(bucket string, now int64) (amount int64, ok bool)
 	// LogEntries returns a sliding log's entries at or after since (unix
 	// µs), oldest first, as (at, amount) pairs, dropping older ones.
 	LogEntries(bucket string, since int64) [][2]int64
@@ -40,7 +41,7 @@ type Debit struct {
 	Limit  Limit
 	Amount int64  // in Limit.Unit; 1 for Concurrency
 	Period string // the Ceiling period (or window, or log entry time) charged, fixed at reservation time
-	at     int64  // a sliding log entry's time, unix µs (set with Period)
+	at     int64  // when the debit is judged, unix µs (set with Period): a sliding log entry's time, a temporary ceiling's clock
 }
 
 // Result is a store's answer to a reservation.
@@ -130,7 +131,7 @@ func read(st State, d *Debit) Counters {
 		return Counters{TAT: st.RateTAT(l.Bucket)}
 	case Ceiling:
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
-		o, ok := st.CeilingOverride(l.Bucket)
+		o, ok := st.CeilingOverride(l.Bucket, d.at)
 		return Counters{Spent: spent, Pending: pending, Override: o, HasOverride: ok}
 	case Concurrency:
 		return Counters{InFlight: st.InFlight(l.Bucket)}
@@ -202,6 +203,7 @@ func rateStatus(l *Limit, tat, now, tol int64) Status {
 func SetPeriods(debits []Debit, now time.Time) {
 	for i := range debits {
 		d := &debits[i]
+		d.at = micros(now)
 		switch {
 		case d.Limit.Kind == Ceiling:
 			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
@@ -209,7 +211,6 @@ func SetPeriods(debits []Debit, now time.Time) {
 			idx, _, _ := windowOf(&d.Limit, now)
 			d.Period = WindowID(&d.Limit, idx)
 		case d.Limit.Kind == Rate && d.Limit.Algorithm == SlidingLog:
-			d.at = micros(now)
 			d.Period = strconv.FormatInt(d.at, 10) // the entry's time, kept with the reservation
 		}
 	}

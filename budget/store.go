@@ -32,9 +32,10 @@ type Store interface {
 	Peek(ctx context.Context, limits []Limit) ([]Status, error)
 	// SetCeiling sets, at run time, the amount of the Ceiling bucket in
 	// partition, replacing the configured one from the next reservation on
-	// (in every instance sharing the store). A negative amount removes the
-	// override.
-	SetCeiling(ctx context.Context, partition, bucket string, amount int64) error
+	// (in every instance sharing the store) until until, or for good if
+	// until is zero; then the configured amount is back. A negative amount
+	// removes the override now.
+	SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

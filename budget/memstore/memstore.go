@@ -51,6 +51,7 @@ type state struct {
 	open     map[string]openReservation
 	closed   map[string]closedReservation
 	override map[string]int64               // run-time ceiling overrides by bucket
+	until    map[string]int64               // their expiries (unix µs), if they have one
 	logs     map[string]map[string][2]int64 // sliding logs: bucket → reservation id → (at µs, amount)
 }
 
@@ -62,6 +63,7 @@ func newState() state {
 		open:     map[string]openReservation{},
 		closed:   map[string]closedReservation{},
 		override: map[string]int64{},
+		until:    map[string]int64{},
 		logs:     map[string]map[string][2]int64{},
 	}
 }
@@ -106,8 +108,11 @@ func (s *state) SetLogEntry(b, id string, at, amount int64) {
 	s.logs[b][id] = [2]int64{at, amount}
 }
 
-func (s *state) CeilingOverride(b string) (int64, bool) {
+func (s *state) CeilingOverride(b string, now int64) (int64, bool) {
 	v, ok := s.override[b]
+	if u, temporary := s.until[b]; ok && temporary && now >= u {
+		return 0, false
+	}
 	return v, ok
 }
 func (s *state) SetInFlight(b string, n int64) {
@@ -278,14 +283,18 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 
 // SetCeiling implements budget.Store. The embedded store has one
 // partition space; partition is ignored.
-func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64) error {
+func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.state.until, bucket)
 	if amount < 0 {
 		delete(s.state.override, bucket)
 		return nil
 	}
 	s.state.override[bucket] = amount
+	if !until.IsZero() {
+		s.state.until[bucket] = until.UnixMicro()
+	}
 	return nil
 }
 

@@ -68,6 +68,37 @@ func TestSnapshotKeepsMonthToDateSpend(t *testing.T) {
 	}
 }
 
+// A temporary ceiling keeps its expiry across a restart: it must not
+// come back as a permanent one.
+func TestSnapshotKeepsTemporaryCeilings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := storetest.NewClock(storetest.Start)
+	team := budget.Limit{Bucket: "team", Name: "team", Scope: budget.ScopeTeam, Kind: budget.Ceiling,
+		Unit: budget.Microdollars, Amount: int64(10 * budget.Dollar), Period: budget.Month}
+	ctx := context.Background()
+	s1, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.SetCeiling(ctx, "", "team", int64(50*budget.Dollar), c.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s2.Peek(ctx, []budget.Limit{team}); st[0].Capacity != int64(50*budget.Dollar) {
+		t.Fatalf("after restart: %+v", st[0])
+	}
+	c.Advance(time.Hour)
+	if st, _ := s2.Peek(ctx, []budget.Limit{team}); st[0].Capacity != int64(10*budget.Dollar) {
+		t.Fatalf("after restart and expiry: %+v", st[0])
+	}
+}
+
 func TestSnapshotRefusesUnknownVersion(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	if err := writeFile(path, `{"version": 99}`); err != nil {

@@ -26,6 +26,7 @@ type snapshotFile struct {
 	Open     map[string]openReservation     `json:"open"`
 	Closed   map[string]closedReservation   `json:"closed"`
 	Override map[string]int64               `json:"ceiling_overrides,omitempty"`
+	Until    map[string]int64               `json:"ceiling_override_expiries,omitempty"`
 	Logs     map[string]map[string][2]int64 `json:"sliding_logs,omitempty"`
 }
 
@@ -52,6 +53,7 @@ func (s *Store) Snapshot() error {
 		Open:     s.state.open,
 		Closed:   s.state.closed,
 		Override: s.state.override,
+		Until:    s.state.until,
 		Logs:     s.state.logs,
 	}
 	for k, u := range s.state.ceilings {
@@ -100,6 +102,9 @@ func (s *Store) load() error {
 	}
 	for k, v := range f.Override {
 		st.override[k] = v
+	}
+	for k, v := range f.Until {
+		st.until[k] = v
 	}
 	for k, v := range f.Logs {
 		st.logs[k] = v

@@ -13,14 +13,14 @@ end
 local out = {now}
 for i = 1, n do
   local key, k = KEYS[1 + i], ARGV[1 + i]
-  local tat, spent, pending, flight, override = 0, 0, 0, 0, -1
+  local tat, spent, pending, flight, ovr = 0, 0, 0, 0, -1
   if k == "r" then
     tat = tonumber(redis.call("GET", key) or "0")
   elseif k == "c" then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
-    local o = redis.call("HGET", KEYS[1], ARGV[1 + n + i])
-    if o then override = tonumber(o) end
+    local o = override(redis.call("HGET", KEYS[1], ARGV[1 + n + i]), now)
+    if o then ovr = o end
   elseif k == "g" then
     local w = tonumber(ARGV[1 + n + i])
     local live = redis.call("ZRANGEBYSCORE", key, string.format("(%.0f", now - w), "+inf")
@@ -32,6 +32,6 @@ for i = 1, n do
   else
     return redis.error_reply("tollgate: peek: bad kind " .. i)
   end
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, override
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, ovr
 end
 return out

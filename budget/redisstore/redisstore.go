@@ -38,16 +38,18 @@ var (
 	extendLua string
 	//go:embed expired.lua
 	expiredLua string
+	//go:embed override.lua
+	overrideLua string
 	//go:embed peek.lua
 	peekLua string
 	//go:embed pace.lua
 	paceLua string
 
-	reserveScript = redis.NewScript(reserveLua)
+	reserveScript = redis.NewScript(overrideLua + reserveLua)
 	settleScript  = redis.NewScript(settleLua)
 	extendScript  = redis.NewScript(extendLua)
 	expiredScript = redis.NewScript(expiredLua)
-	peekScript    = redis.NewScript(peekLua)
+	peekScript    = redis.NewScript(overrideLua + peekLua)
 	paceScript    = redis.NewScript(paceLua)
 )
 
@@ -672,8 +674,10 @@ func decodeCounters(raw []int64, n int) []budget.Counters {
 }
 
 // SetCeiling implements budget.Store: one HSET (or HDEL) that every
-// instance's next reservation reads in its script.
-func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64) error {
+// instance's next reservation reads in its script. A temporary override is
+// kept as "amount@until" (unix µs); the scripts ignore it from until on, by
+// the same clock they charge periods with.
+func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	key := s.tag(partition) + "ceilings"
@@ -682,7 +686,10 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 		if amount < 0 {
 			return cmd.HDel(ctx, key, bucket).Err()
 		}
-		return cmd.HSet(ctx, key, bucket, amount).Err()
+		if until.IsZero() {
+			return cmd.HSet(ctx, key, bucket, amount).Err()
+		}
+		return cmd.HSet(ctx, key, bucket, strconv.FormatInt(amount, 10)+"@"+strconv.FormatInt(until.UnixMicro(), 10)).Err()
 	})
 	if err != nil {
 		return unavailable("setting a ceiling", err)

@@ -68,7 +68,7 @@ local skip = {} -- shadow debits that would refuse: not taken
 local tats, spents, pendings, flights = {}, {}, {}, {}
 for i = 1, n do
   local key, k = KEYS[4 + i], kinds[i]
-  local tat, spent, pending, flight, override = 0, 0, 0, 0, -1
+  local tat, spent, pending, flight, ovr = 0, 0, 0, 0, -1
   if k == "r" then
     tat = tonumber(redis.call("GET", key) or "0")
     local from = math.max(tat, now)
@@ -76,8 +76,8 @@ for i = 1, n do
   elseif k == "c" then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
-    local o = redis.call("HGET", KEYS[4], names[i])
-    if o then override = tonumber(o); caps[i] = override end
+    local o = override(redis.call("HGET", KEYS[4], names[i]), now)
+    if o then ovr = o; caps[i] = o end
     if amounts[i] > caps[i] - spent - pending then skip[i] = true end
   elseif k == "s" then
     local v = redis.call("HMGET", key, "spent", "pending")
@@ -119,7 +119,7 @@ for i = 1, n do
   end
   if skip[i] and not shadows[i] then allowed = false end
   tats[i], spents[i], pendings[i], flights[i] = tat, spent, pending, flight
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, override
+  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, ovr
 end
 if not allowed then
   out[1] = 0

@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"peek changes nothing", peek},
 		{"bad amounts are refused", badAmounts},
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
+		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"shadow limits count but never refuse", shadowLimits},
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
@@ -419,12 +420,47 @@ func badAmounts(t *testing.T, s budget.Store, c *Clock) {
 	mustSettle(t, s, "a", usd(1), budget.Settled)
 }
 
+func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	mustReserve(t, s, "a", usd(8*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(8*budget.Dollar), budget.Settled)
+	// A launch week: $30 for the next hour, then the configured $10 again.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(30*budget.Dollar), c.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	res := mustReserve(t, s, "b", usd(15*budget.Dollar), team)
+	if res.Status[0].Capacity != int64(30*budget.Dollar) || res.Status[0].Remaining != int64(7*budget.Dollar) {
+		t.Fatalf("under the temporary ceiling: %+v", res.Status[0])
+	}
+	mustSettle(t, s, "b", usd(15*budget.Dollar), budget.Settled)
+	c.Advance(time.Hour - time.Microsecond)
+	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Capacity != int64(30*budget.Dollar) {
+		t.Fatalf("a µs before the expiry: %+v %v", st, err)
+	}
+	c.Advance(time.Microsecond)
+	st, err := s.Peek(ctx, []budget.Limit{team})
+	if err != nil || st[0].Capacity != int64(10*budget.Dollar) || st[0].Remaining != 0 {
+		t.Fatalf("at the expiry: %+v %v", st, err)
+	}
+	if _, _, err := reserve(t, s, "c", time.Minute, usd(1), team); !errors.Is(err, budget.ErrExhausted) {
+		t.Fatalf("after the expiry, $23 spent of $10: err = %v", err)
+	}
+	// A permanent ceiling set afterwards drops the old expiry.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(40*budget.Dollar), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(24 * time.Hour)
+	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Capacity != int64(40*budget.Dollar) {
+		t.Fatalf("a permanent ceiling: %+v %v", st, err)
+	}
+}
+
 func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
 	// Finance freezes the team at what it has spent.
-	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(4*budget.Dollar)); err != nil {
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(4*budget.Dollar), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	_, res, err := reserve(t, s, "b", time.Minute, usd(1), team)
@@ -432,7 +468,7 @@ func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
 		t.Fatalf("under a lowered ceiling: err = %v, status %+v", err, res.Status)
 	}
 	// …then raises it above the configured amount.
-	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(20*budget.Dollar)); err != nil {
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(20*budget.Dollar), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	res = mustReserve(t, s, "c", usd(12*budget.Dollar), team)
@@ -440,7 +476,7 @@ func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
 		t.Fatalf("under a raised ceiling: %+v", res.Status[0])
 	}
 	// Removing the override restores the configured $10: $16 is in use.
-	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, -1); err != nil {
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, -1, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := s.Peek(ctx, []budget.Limit{team})

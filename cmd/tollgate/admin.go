@@ -118,7 +118,7 @@ func report(args []string, stdout io.Writer) error {
 // ceiling sets a budget at run time: tollgate ceiling set --org acme --team ml --name usd-month --amount '$1200'
 func ceiling(args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "set" {
-		return errors.New("usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset")
+		return errors.New("usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339]")
 	}
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
@@ -126,23 +126,30 @@ func ceiling(args []string, stdout io.Writer) error {
 	team := fs.String("team", "", "team id (empty: the org's own budget)")
 	name := fs.String("name", "", "budget name")
 	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
+	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
+	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount})
+	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount, "for": *dur, "until": *until})
 	data, err := adminDo(http.MethodPut, *base, *token, "/admin/v1/ceilings", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	var out struct {
-		Budget    string `json:"budget"`
-		Old       int64  `json:"old"`
-		New       int64  `json:"new"`
-		Remaining int64  `json:"remaining"`
+		Budget    string     `json:"budget"`
+		Old       int64      `json:"old"`
+		New       int64      `json:"new"`
+		Remaining int64      `json:"remaining"`
+		Until     *time.Time `json:"until"`
 	}
 	if err := json.Unmarshal(data, &out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %s → %s (remaining %s)\n", out.Budget, strconv.FormatInt(out.Old, 10), strconv.FormatInt(out.New, 10), strconv.FormatInt(out.Remaining, 10))
+	lapses := ""
+	if out.Until != nil {
+		lapses = ", until " + out.Until.Format(time.RFC3339)
+	}
+	fmt.Fprintf(stdout, "%s: %s → %s (remaining %s%s)\n", out.Budget, strconv.FormatInt(out.Old, 10), strconv.FormatInt(out.New, 10), strconv.FormatInt(out.Remaining, 10), lapses)
 	return nil
 }

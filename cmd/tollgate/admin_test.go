@@ -69,6 +69,12 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "10000000 → 20000000") {
 		t.Fatalf("ceiling set: %d %q %s", code, out.String(), errOut.String())
 	}
+	out.Reset()
+	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
+		"--name", "usd-month", "--amount", "$30", "--for", "72h"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "20000000 → 30000000") || !strings.Contains(out.String(), ", until ") {
+		t.Fatalf("ceiling set --for: %d %q %s", code, out.String(), errOut.String())
+	}
 	if code := run(context.Background(), []string{"report", "--url", gw.URL, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Fatalf("a wrong token: %d %s", code, errOut.String())
 	}

@@ -34,7 +34,7 @@ Usage:
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
   tollgate report --month 2026-11 --by team,model --format table|csv|json
                                         a spend report from a gateway's admin API
-  tollgate ceiling set --org O --team T --name BUDGET --amount '$1200'|reset
+  tollgate ceiling set --org O --team T --name BUDGET --amount '$1200'|reset [--for 72h|--until T]
                                         change a budget at run time (audited)
 `
 

@@ -132,6 +132,8 @@ type auditEntry struct {
 	Target string    `json:"target"`
 	Old    any       `json:"old"`
 	New    any       `json:"new"`
+	// Until is when a temporary change lapses; nil for a permanent one.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 func (a *API) record(e auditEntry) error {

@@ -13,12 +13,30 @@ import (
 
 // ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (or
 // an org's, without team) by name, its new amount — µ$ or "$1200" — or
-// "reset" to go back to the configured one.
+// "reset" to go back to the configured one — for good, or until an RFC 3339
+// time or for a duration ("72h"), after which the configured amount is back.
 type ceilingChange struct {
 	Org    string `json:"org"`
 	Team   string `json:"team"`
 	Name   string `json:"name"`
 	Amount string `json:"amount"`
+	Until  string `json:"until"`
+	For    string `json:"for"`
+}
+
+// expiry reads a change's until or for: zero for a permanent change.
+func (req ceilingChange) expiry(now time.Time) (time.Time, bool) {
+	switch {
+	case req.Until != "" && req.For != "", req.Amount == "reset" && (req.Until != "" || req.For != ""):
+		return time.Time{}, false
+	case req.Until != "":
+		t, err := time.Parse(time.RFC3339, req.Until)
+		return t, err == nil && t.After(now)
+	case req.For != "":
+		d, err := time.ParseDuration(req.For)
+		return now.Add(d), err == nil && d > 0
+	}
+	return time.Time{}, true
 }
 
 func (a *API) setCeiling(c echo.Context) error {
@@ -40,23 +58,33 @@ func (a *API) setCeiling(c echo.Context) error {
 		}
 		amount = m.Value
 	}
+	until, ok := req.expiry(time.Now())
+	if !ok {
+		return fail(c, http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future) and for (a duration such as "72h"), and neither with "reset".`)
+	}
 	old, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
 	if err != nil {
 		return err
 	}
-	if err := a.engine.SetCeiling(c.Request().Context(), l, amount); err != nil {
+	if err := a.engine.SetCeiling(c.Request().Context(), l, amount, until); err != nil {
 		return err
 	}
 	now, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
 	if err != nil {
 		return err
 	}
-	if err := a.record(auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "set_ceiling", Target: l.Bucket,
-		Old: old[0].Capacity, New: now[0].Capacity}); err != nil {
+	change := auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "set_ceiling", Target: l.Bucket,
+		Old: old[0].Capacity, New: now[0].Capacity}
+	if !until.IsZero() {
+		u := until.UTC()
+		change.Until = &u
+	}
+	if err := a.record(change); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "old": old[0].Capacity, "new": now[0].Capacity, "remaining": now[0].Remaining})
+	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "old": old[0].Capacity, "new": now[0].Capacity,
+		"remaining": now[0].Remaining, "until": change.Until})
 }
 
 // findBudget locates a configured budget limit of an org or a team.

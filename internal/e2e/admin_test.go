@@ -117,6 +117,10 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		{"a viewer reading another team's ceilings", "GET", url + "/admin/v1/ceilings?org=acme&team=ml", viewerToken, "", 404},
 		{"a viewer reading the org's ceilings", "GET", url + "/admin/v1/ceilings?org=acme", viewerToken, "", 404},
 		{"a viewer reading its own team's ceilings", "GET", url + "/admin/v1/ceilings?org=acme&team=search", viewerToken, "", 200},
+		{"a temporary ceiling that already lapsed", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1","until":"2020-01-01T00:00:00Z"}`, 400},
+		{"a temporary ceiling with both until and for", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1","until":"2099-01-01T00:00:00Z","for":"1h"}`, 400},
+		{"a temporary reset", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"reset","for":"1h"}`, 400},
+		{"a temporary ceiling for a negative duration", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1","for":"-1h"}`, 400},
 		{"ceilings without an org", "GET", url + "/admin/v1/ceilings", financeToken, "", 400},
 		{"ceilings of a team that does not exist", "GET", url + "/admin/v1/ceilings?org=acme&team=nope", financeToken, "", 404},
 		{"finance reading any team", "GET", reports + "&team=acme/ml", financeToken, "", 200},
@@ -211,8 +215,29 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		b.Zone != "UTC" || !b.ResetsAt.Equal(nextMonth) {
 		t.Fatalf("ceilings after the freeze: %s (the month ends %s)", ceilBody, nextMonth)
 	}
+	// A temporary raise for an hour lets ml through again; the
+	// audit trail says when it lapses.
+	status, body = adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$20","for":"1h"}`)
+	var temp struct {
+		New   int64     `json:"new"`
+		Until time.Time `json:"until"`
+	}
+	if err := json.Unmarshal([]byte(body), &temp); status != 200 || err != nil || temp.New != 20_000_000 ||
+		temp.Until.Before(time.Now().Add(59*time.Minute)) || temp.Until.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("temporary ceiling: %d %s", status, body)
+	}
+	req, _ = http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("under the temporary raise: %d", resp.StatusCode)
+	}
 	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
-	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) {
+	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) ||
+		!strings.Contains(audit, `"new":20000000,"until":"`+temp.Until.UTC().Format(time.RFC3339Nano)) {
 		t.Fatalf("audit %s", audit)
 	}
 }

@@ -153,6 +153,21 @@ func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)
 }
 
+// ResetSpent starts a Ceiling limit's current period over: its settled
+// spend goes back to zero for every instance sharing the store, and the
+// spend it had is returned. Reservations still open keep their claim.
+// The ledger is untouched: reports still show what was spent.
+func (e *Engine) ResetSpent(ctx context.Context, l Limit) (int64, error) {
+	if l.Kind != Ceiling {
+		return 0, fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
+	}
+	was, err := e.store.ResetSpent(ctx, l)
+	if err != nil {
+		return 0, fmt.Errorf("resetting %s: %w", l.Bucket, err)
+	}
+	return was, nil
+}
+
 // RunSweeper charges expired leases every interval until ctx is done.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)

@@ -36,6 +36,10 @@ type Store interface {
 	// until is zero; then the configured amount is back. A negative amount
 	// removes the override now.
 	SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error
+	// ResetSpent sets the settled spend of a Ceiling limit's current
+	// period (by the store's clock) back to zero and returns what it was.
+	// Pending reservations stay pending: their settlements still count.
+	ResetSpent(ctx context.Context, l Limit) (was int64, err error)
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

@@ -298,6 +298,18 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
+// ResetSpent implements budget.Store.
+func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
+	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.state.ceilings[k]
+	if ok {
+		s.state.ceilings[k] = ceilingUse{0, u.Pending}
+	}
+	return u.Spent, nil
+}
+
 // Spent returns the settled spend of a Ceiling bucket in a period, and what
 // is still pending there.
 func (s *Store) Spent(bucket, period string) (spent, pending int64) {

@@ -697,6 +697,35 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
+// resetScript zeroes a ceiling period's settled spend, if the period has a
+// counter, and returns what it was; pending is left alone.
+var resetScript = redis.NewScript(`
+local was = redis.call("HGET", KEYS[1], "spent")
+if was then redis.call("HSET", KEYS[1], "spent", 0) end
+return tonumber(was or "0")`)
+
+// ResetSpent implements budget.Store: the current period is the one the
+// store's clock (or Options.Now) is in, as for Peek.
+func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	ds := []budget.Debit{{Limit: l}}
+	budget.SetPeriods(ds, now)
+	var was int64
+	err := s.do(func() (err error) {
+		was, err = resetScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(l.Partition), &ds[0])}).Int64()
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("resetting a period", err)
+	}
+	return was, nil
+}
+
 // ErrPaceTooFar: the upstream's next free slot is further away than the
 // caller would wait; nothing was taken.
 var ErrPaceTooFar = errors.New("redisstore: the upstream's next slot is too far away")

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"bad amounts are refused", badAmounts},
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
+		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"shadow limits count but never refuse", shadowLimits},
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
@@ -418,6 +419,29 @@ func badAmounts(t *testing.T, s budget.Store, c *Clock) {
 		t.Fatal("a negative settlement was accepted")
 	}
 	mustSettle(t, s, "a", usd(1), budget.Settled)
+}
+
+func resetSpent(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
+	mustReserve(t, s, "b", usd(5*budget.Dollar), team) // in flight across the reset
+	was, err := s.ResetSpent(ctx, team)
+	if err != nil || was != int64(4*budget.Dollar) {
+		t.Fatalf("reset: was %d, %v", was, err)
+	}
+	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Remaining != int64(5*budget.Dollar) {
+		t.Fatalf("after the reset, $5 still pending: %+v %v", st, err)
+	}
+	mustSettle(t, s, "b", usd(2*budget.Dollar), budget.Settled)
+	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Remaining != int64(8*budget.Dollar) {
+		t.Fatalf("the in-flight request settled at $2 after the reset: %+v %v", st, err)
+	}
+	// A period nothing was charged in resets to nothing, and creates no counter.
+	other := usdMonth("other", 10*budget.Dollar)
+	if was, err := s.ResetSpent(ctx, other); err != nil || was != 0 {
+		t.Fatalf("reset of an untouched budget: %d %v", was, err)
+	}
 }
 
 func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {

@@ -115,11 +115,101 @@ func report(args []string, stdout io.Writer) error {
 	return w.Flush()
 }
 
-// ceiling sets a budget at run time: tollgate ceiling set --org acme --team ml --name usd-month --amount '$1200'
+const ceilingUsage = `usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339]
+       tollgate ceiling show --org ORG [--team TEAM]
+       tollgate ceiling reset-period --org ORG [--team TEAM] --name BUDGET`
+
+// ceiling reads and changes budgets at run time: set, show, reset-period.
 func ceiling(args []string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "set" {
-		return errors.New("usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339]")
+	if len(args) == 0 {
+		return errors.New(ceilingUsage)
 	}
+	switch args[0] {
+	case "set":
+		return ceilingSet(args[1:], stdout)
+	case "show":
+		return ceilingShow(args[1:], stdout)
+	case "reset-period":
+		return ceilingResetPeriod(args[1:], stdout)
+	}
+	return errors.New(ceilingUsage)
+}
+
+// ceilingShow prints a team's (or an org's) budgets as a table.
+func ceilingShow(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("ceiling show", flag.ContinueOnError)
+	base, token := adminFlags(fs)
+	org := fs.String("org", "", "org id")
+	team := fs.String("team", "", "team id (empty: the org's own budgets)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	q := url.Values{"org": {*org}}
+	if *team != "" {
+		q.Set("team", *team)
+	}
+	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/ceilings?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Budgets []struct {
+			Name       string    `json:"name"`
+			Unit       string    `json:"unit"`
+			Period     string    `json:"period"`
+			TimeZone   string    `json:"time_zone"`
+			Configured int64     `json:"configured"`
+			InForce    int64     `json:"in_force"`
+			Overridden bool      `json:"overridden"`
+			Remaining  int64     `json:"remaining"`
+			ResetsAt   time.Time `json:"resets_at"`
+		} `json:"budgets"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "BUDGET\tUNIT\tPERIOD\tCONFIGURED\tIN FORCE\tREMAINING\tRESETS\t")
+	for _, b := range out.Budgets {
+		inForce := strconv.FormatInt(b.InForce, 10)
+		if b.Overridden {
+			inForce += "*"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", b.Name, b.Unit, b.Period, b.Configured, inForce, b.Remaining, b.ResetsAt.Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+// ceilingResetPeriod starts a budget's current period over at zero spend.
+func ceilingResetPeriod(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("ceiling reset-period", flag.ContinueOnError)
+	base, token := adminFlags(fs)
+	org := fs.String("org", "", "org id")
+	team := fs.String("team", "", "team id (empty: the org's own budget)")
+	name := fs.String("name", "", "budget name")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name})
+	data, err := adminDo(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Budget      string `json:"budget"`
+		Period      string `json:"period"`
+		SpentBefore int64  `json:"spent_before"`
+		Remaining   int64  `json:"remaining"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %s: spent %d → 0 (remaining %d)\n", out.Budget, out.Period, out.SpentBefore, out.Remaining)
+	return nil
+}
+
+// ceilingSet sets a budget at run time: tollgate ceiling set --org acme --team ml --name usd-month --amount '$1200'
+func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org := fs.String("org", "", "org id")
@@ -128,7 +218,7 @@ func ceiling(args []string, stdout io.Writer) error {
 	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount, "for": *dur, "until": *until})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
@@ -74,6 +75,16 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		"--name", "usd-month", "--amount", "$30", "--for", "72h"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "20000000 → 30000000") || !strings.Contains(out.String(), ", until ") {
 		t.Fatalf("ceiling set --for: %d %q %s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"ceiling", "show", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "30000000*") {
+		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "team:acme/ml:usd-month "+time.Now().UTC().Format("2006-01")+": spent ") {
+		t.Fatalf("ceiling reset-period: %d %q %s", code, out.String(), errOut.String())
 	}
 	if code := run(context.Background(), []string{"report", "--url", gw.URL, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Fatalf("a wrong token: %d %s", code, errOut.String())

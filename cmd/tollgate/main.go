@@ -36,6 +36,10 @@ Usage:
                                         a spend report from a gateway's admin API
   tollgate ceiling set --org O --team T --name BUDGET --amount '$1200'|reset [--for 72h|--until T]
                                         change a budget at run time (audited)
+  tollgate ceiling show --org O [--team T]
+                                        a team's budgets: configured, in force, remaining
+  tollgate ceiling reset-period --org O --team T --name BUDGET
+                                        start the current period over at zero spend (audited)
 `
 
 func main() {

@@ -61,6 +61,7 @@ func (a *API) Mount(e *echo.Echo) {
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))
 	g.GET("/ceilings", a.ceilings, a.allow("admin", "finance", "viewer"))
 	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
+	g.POST("/ceilings/reset", a.resetPeriod, a.allow("admin", "finance"))
 	g.GET("/audit", a.audit, a.allow("admin", "finance"))
 }
 

@@ -87,6 +87,36 @@ func (a *API) setCeiling(c echo.Context) error {
 		"remaining": now[0].Remaining, "until": change.Until})
 }
 
+// resetPeriod answers POST /admin/v1/ceilings/reset {org, team, name}: the
+// budget's current period starts over at zero settled spend (reservations
+// in flight keep their claim). Audited with the spend it had; the ledger
+// and reports keep every settlement.
+func (a *API) resetPeriod(c echo.Context) error {
+	var req ceilingChange
+	if err := c.Bind(&req); err != nil || req.Org == "" || req.Name == "" {
+		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name}.")
+	}
+	l, ok := a.findBudget(req.Org, req.Team, req.Name)
+	if !ok {
+		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
+	}
+	was, err := a.engine.ResetSpent(c.Request().Context(), l)
+	if err != nil {
+		return err
+	}
+	period := budget.PeriodID(l.Period, time.Now(), l.Location)
+	if err := a.record(auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
+		Old: was, New: 0}); err != nil {
+		a.log.Error("writing the audit trail", "err", err)
+		return err
+	}
+	st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "period": period, "spent_before": was, "remaining": st[0].Remaining})
+}
+
 // findBudget locates a configured budget limit of an org or a team.
 func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
 	limits, _ := a.budgets(org, team)

@@ -121,6 +121,9 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		{"a temporary ceiling with both until and for", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1","until":"2099-01-01T00:00:00Z","for":"1h"}`, 400},
 		{"a temporary reset", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"reset","for":"1h"}`, 400},
 		{"a temporary ceiling for a negative duration", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$1","for":"-1h"}`, 400},
+		{"a viewer resetting a period", "POST", url + "/admin/v1/ceilings/reset", viewerToken, `{"org":"acme","team":"search","name":"usd-month"}`, 403},
+		{"a reset without a budget name", "POST", url + "/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml"}`, 400},
+		{"a reset of a budget that does not exist", "POST", url + "/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"nope"}`, 404},
 		{"ceilings without an org", "GET", url + "/admin/v1/ceilings", financeToken, "", 400},
 		{"ceilings of a team that does not exist", "GET", url + "/admin/v1/ceilings?org=acme&team=nope", financeToken, "", 404},
 		{"finance reading any team", "GET", reports + "&team=acme/ml", financeToken, "", 200},
@@ -235,7 +238,19 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("under the temporary raise: %d", resp.StatusCode)
 	}
+	// Starting ml's month over: audited with the spend it had.
+	status, body = adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`)
+	var reset struct {
+		Period      string `json:"period"`
+		SpentBefore int64  `json:"spent_before"`
+	}
+	if err := json.Unmarshal([]byte(body), &reset); status != 200 || err != nil || reset.SpentBefore <= 0 || reset.Period != nowUTC.Format("2006-01") {
+		t.Fatalf("reset: %d %s", status, body)
+	}
 	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
+	if !strings.Contains(audit, `"action":"reset_period","target":"team:acme/ml:usd-month:`+reset.Period+`","old":`+strconv.FormatInt(reset.SpentBefore, 10)+`,"new":0`) {
+		t.Fatalf("the reset is not in the audit trail: %s", audit)
+	}
 	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) ||
 		!strings.Contains(audit, `"new":20000000,"until":"`+temp.Until.UTC().Format(time.RFC3339Nano)) {
 		t.Fatalf("audit %s", audit)

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
 )
 
 // ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (or
@@ -128,44 +130,12 @@ func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
 	return budget.Limit{}, false
 }
 
-// budgets lists the configured budget limits of an org (team empty) or of
-// one of its teams, plan limits included; false if there is no such org or
-// team.
+// budgets lists the budget limits of an org (team empty) or of one of its
+// teams, compiled as the request path compiles them; false if there is no
+// such org or team.
 func (a *API) budgets(org, team string) ([]budget.Limit, bool) {
-	for _, o := range a.cfg.Orgs {
-		if o.ID != org {
-			continue
-		}
-		loc := time.UTC
-		if o.TimeZone != "" {
-			loc, _ = time.LoadLocation(o.TimeZone) // validated with the config
-		}
-		limits, path, scope := o.Limits, org, budget.ScopeOrg
-		if team != "" {
-			found := false
-			for _, t := range o.Teams {
-				if t.ID == team {
-					limits, path, scope, found = append(append([]config.Limit{}, a.cfg.Plans[t.Plan]...), t.Limits...), org+"/"+team, budget.ScopeTeam, true
-				}
-			}
-			if !found {
-				return nil, false
-			}
-		}
-		var out []budget.Limit
-		for _, l := range limits {
-			if l.Kind != "budget" {
-				continue
-			}
-			b := budget.Limit{Bucket: scope.String() + ":" + path + ":" + l.Name, Name: l.Name, Partition: org, Scope: scope,
-				Kind: budget.Ceiling, Amount: l.Amount.Value, Location: loc}
-			b.Unit = map[string]budget.Unit{"usd": budget.Microdollars, "tokens": budget.Tokens, "requests": budget.Requests}[l.Unit]
-			b.Period = map[string]budget.Period{"day": budget.Day, "month": budget.Month}[l.Period]
-			out = append(out, b)
-		}
-		return out, true
-	}
-	return nil, false
+	limits, ok := httpapi.ScopeLimits(a.cfg, org, team)
+	return slices.DeleteFunc(limits, func(l budget.Limit) bool { return l.Kind != budget.Ceiling }), ok
 }
 
 // ceilingView is one budget as GET /admin/v1/ceilings shows it.

@@ -174,6 +174,46 @@ func newDirectory(c *config.Config) (*directory, error) {
 	return d, nil
 }
 
+// ScopeLimits compiles the limits of an org (team empty) or of one of its
+// teams exactly as the request path does — same buckets, plan merge and
+// time zones — so the admin API reads and changes the buckets requests are
+// charged to. Limits split per caller (key_by) or into shards have no one
+// bucket and are left out. False if there is no such org or team.
+func ScopeLimits(c *config.Config, org, team string) ([]budget.Limit, bool) {
+	for _, o := range c.Orgs {
+		if o.ID != org {
+			continue
+		}
+		tz := c.TimeZone
+		if o.TimeZone != "" {
+			tz = o.TimeZone
+		}
+		loc, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, false // refused when the config was loaded
+		}
+		var ls []policyLimit
+		if team == "" {
+			ls = compileLimits(o.Limits, budget.ScopeOrg, bucketPath(o.ID), loc)
+		} else {
+			i := slices.IndexFunc(o.Teams, func(t config.Team) bool { return t.ID == team })
+			if i < 0 {
+				return nil, false
+			}
+			t := o.Teams[i]
+			ls = compileLimits(withPlan(c.Plans[t.Plan], t.Limits), budget.ScopeTeam, bucketPath(o.ID, t.ID), loc)
+		}
+		out := make([]budget.Limit, 0, len(ls))
+		for _, l := range ls {
+			if len(l.keyBy) == 0 && l.shards <= 1 {
+				out = append(out, l.limit)
+			}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
 // withPlan returns a plan's limits overridden by explicit limits of the same
 // name, then the explicit ones.
 func withPlan(plan, own []config.Limit) []config.Limit {

@@ -155,3 +155,60 @@ orgs:
 		t.Fatalf("200 requests used %d shards, want all 4", len(shards))
 	}
 }
+
+// The admin API reads and changes budgets through ScopeLimits: it must
+// name the very buckets, amounts and calendars requests are charged to —
+// the team's own limit over its plan's, the default and per-limit time
+// zones — and leave out limits that have no single bucket.
+func TestScopeLimitsMatchTheRequestPath(t *testing.T) {
+	c, err := config.Parse([]byte(`
+time_zone: Europe/Paris
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+plans:
+  pro: [{name: usd-month, kind: budget, unit: usd, amount: "$5", period: month}]
+orgs:
+  - id: o
+    limits: [{name: org-month, kind: budget, unit: usd, amount: "$100", period: month}]
+    teams:
+      - id: t
+        plan: pro
+        limits:
+          - {name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}
+          - {name: usd-day, kind: budget, unit: usd, amount: "$1", period: day, time_zone: America/New_York}
+          - {name: per-user-day, kind: budget, unit: usd, amount: "$1", period: day, key_by: [user]}
+        keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDirectory(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := d.lookup("tg-k")
+	charged := p.Limits(requestKey{User: "u1", Route: "/v1/chat/completions", ID: "r"})
+	team, ok := ScopeLimits(c, "o", "t")
+	if !ok || len(team) != 2 {
+		t.Fatalf("team limits: %+v %v, want usd-month and usd-day", team, ok)
+	}
+	org, ok := ScopeLimits(c, "o", "")
+	if !ok || len(org) != 1 {
+		t.Fatalf("org limits: %+v %v", org, ok)
+	}
+	for _, l := range append(team, org...) {
+		i := slices.IndexFunc(charged, func(x budget.Limit) bool { return x.Bucket == l.Bucket })
+		if i < 0 || charged[i].Amount != l.Amount || charged[i].Location.String() != l.Location.String() || charged[i].Period != l.Period {
+			t.Fatalf("%s: the admin sees %+v, requests are charged to %+v", l.Bucket, l, charged[max(i, 0)])
+		}
+	}
+	if team[0].Amount != int64(10*budget.Dollar) || team[0].Location.String() != "Europe/Paris" || team[1].Location.String() != "America/New_York" {
+		t.Fatalf("team limits: %+v", team)
+	}
+	if _, ok := ScopeLimits(c, "o", "nope"); ok {
+		t.Fatal("a team that does not exist was found")
+	}
+	if _, ok := ScopeLimits(c, "nope", ""); ok {
+		t.Fatal("an org that does not exist was found")
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/config"
 )
 
 // cookieName carries an admin token for the web page (set from ?token=,
@@ -137,12 +136,11 @@ func (a *API) page(c echo.Context) error {
 				continue
 			}
 			bar := teamBar{Org: o.ID, Team: tm.ID, Spent: spent[id]}
-			for _, l := range append(append([]configLimit{}, a.cfg.Plans[tm.Plan]...), tm.Limits...) {
-				if l.Kind == "budget" && l.Unit == "usd" && l.Period == "month" {
-					if b, ok := a.findBudget(o.ID, tm.ID, l.Name); ok {
-						if st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{b}); err == nil {
-							bar.Ceiling = budget.Money(st[0].Capacity)
-						}
+			limits, _ := a.budgets(o.ID, tm.ID)
+			for _, b := range limits {
+				if b.Unit == budget.Microdollars && b.Period == budget.Month {
+					if st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{b}); err == nil {
+						bar.Ceiling = budget.Money(st[0].Capacity)
 					}
 				}
 			}
@@ -167,5 +165,3 @@ func (a *API) page(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 	return pageTmpl.Execute(c.Response(), d)
 }
-
-type configLimit = config.Limit

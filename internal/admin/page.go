@@ -89,11 +89,16 @@ func (a *API) page(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, c.Request().URL.Path+"?"+q.Encode())
 	}
 	t := caller(c)
-	loc, _ := time.LoadLocation(a.cfg.TimeZone)
-	month := c.QueryParam("month")
-	start, err := time.ParseInLocation("2006-01", month, loc)
+	loc, _ := time.LoadLocation(a.cfg.TimeZone) // validated with the config
+	calendar, err := a.calendar("")
 	if err != nil {
-		start = time.Date(time.Now().In(loc).Year(), time.Now().In(loc).Month(), 1, 0, 0, 0, 0, loc)
+		return err
+	}
+	month := c.QueryParam("month")
+	start, err := time.Parse("2006-01", month)
+	if err != nil {
+		now := time.Now().In(loc)
+		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 		month = start.Format("2006-01")
 	}
 	end := start.AddDate(0, 1, 0)
@@ -107,13 +112,13 @@ func (a *API) page(c echo.Context) error {
 	filter := func(e budget.Entry) bool {
 		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
 	}
-	byTeam, err := Report(a.cfg.LedgerPath, start, end, []string{"org", "team"}, loc, filter)
+	byTeam, err := Report(a.cfg.LedgerPath, start, end, []string{"org", "team"}, calendar, filter)
 	if err != nil {
 		return err
 	}
-	days, _ := Report(a.cfg.LedgerPath, start, end, []string{"day"}, loc, filter)
-	models, _ := Report(a.cfg.LedgerPath, start, end, []string{"model"}, loc, filter)
-	keys, _ := Report(a.cfg.LedgerPath, start, end, []string{"team", "key"}, loc, filter)
+	days, _ := Report(a.cfg.LedgerPath, start, end, []string{"day"}, calendar, filter)
+	models, _ := Report(a.cfg.LedgerPath, start, end, []string{"model"}, calendar, filter)
+	keys, _ := Report(a.cfg.LedgerPath, start, end, []string{"team", "key"}, calendar, filter)
 	byUSD := func(x, y Row) int { return int(y.USDMicros - x.USDMicros) }
 	slices.SortFunc(models, byUSD)
 	slices.SortFunc(keys, byUSD)

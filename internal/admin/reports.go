@@ -30,19 +30,27 @@ type Row struct {
 	Estimated         int64             `json:"estimated"`
 }
 
-// Report sums the ledger's served entries in [from, to) by the dimensions
-// in by; days and months are read in loc. filter drops entries the caller
-// may not see.
-func Report(path string, from, to time.Time, by []string, loc *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
+// Report sums the ledger's served entries by the dimensions in by. Each
+// entry is read on the calendar of its org (calendar returns it): it
+// counts if its wall-clock time there is in [from, to) — civil times,
+// given in UTC — and its day and month are the ones there, so a team in
+// Tokyo and a team in New York each get their own November, the one
+// their budgets reset on. filter drops entries the caller may not see.
+func Report(path string, from, to time.Time, by []string, calendar func(org string) *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
 	rows := map[string]*Row{}
 	err := ledger.Read(path, func(e budget.Entry) error {
-		if !e.Served || e.Time.Before(from) || !e.Time.Before(to) || !filter(e) {
+		if !e.Served || !filter(e) {
+			return nil
+		}
+		local := e.Time.In(calendar(e.Org))
+		civil := time.Date(local.Year(), local.Month(), local.Day(), local.Hour(), local.Minute(), local.Second(), local.Nanosecond(), time.UTC)
+		if civil.Before(from) || !civil.Before(to) {
 			return nil
 		}
 		group := map[string]string{}
 		key := make([]string, len(by))
 		for i, d := range by {
-			group[d] = dimension(e, d, loc)
+			group[d] = dimension(e, d, local)
 			key[i] = group[d]
 		}
 		k := strings.Join(key, "\x00")
@@ -77,7 +85,9 @@ func Report(path string, from, to time.Time, by []string, loc *time.Location, fi
 	return out, err
 }
 
-func dimension(e budget.Entry, d string, loc *time.Location) string {
+// dimension is entry e's value of dimension d; local is its time on its
+// org's calendar.
+func dimension(e budget.Entry, d string, local time.Time) string {
 	switch d {
 	case "org":
 		return e.Org
@@ -94,36 +104,62 @@ func dimension(e budget.Entry, d string, loc *time.Location) string {
 	case "upstream":
 		return e.Upstream
 	case "day":
-		return e.Time.In(loc).Format("2006-01-02")
+		return local.Format("2006-01-02")
 	case "month":
-		return e.Time.In(loc).Format("2006-01")
+		return local.Format("2006-01")
 	}
 	return ""
 }
 
+// calendar returns the calendar a report reads entries on: tz for all if
+// given, else each org's own (its time_zone, or the config's), the one its
+// team budgets reset on.
+func (a *API) calendar(tz string) (func(org string) *time.Location, error) {
+	if tz != "" {
+		loc, err := time.LoadLocation(tz)
+		return func(string) *time.Location { return loc }, err
+	}
+	def, err := time.LoadLocation(a.cfg.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	orgs := map[string]*time.Location{}
+	for _, o := range a.cfg.Orgs {
+		if o.TimeZone != "" {
+			if orgs[o.ID], err = time.LoadLocation(o.TimeZone); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func(org string) *time.Location {
+		if loc := orgs[org]; loc != nil {
+			return loc
+		}
+		return def
+	}, nil
+}
+
 // reports answers GET /admin/v1/reports?month=2026-11 (or from=…&to=…,
 // dates) &by=team,model &tz=Europe/Berlin &team=org/team &format=json|csv.
+// Without tz each org's spend is read on its own calendar.
 func (a *API) reports(c echo.Context) error {
 	q := c.QueryParams()
 	tz := q.Get("tz")
-	if tz == "" {
-		tz = a.cfg.TimeZone
-	}
-	loc, err := time.LoadLocation(tz)
+	calendar, err := a.calendar(tz)
 	if err != nil {
 		return fail(c, http.StatusBadRequest, "bad_time_zone", "Unknown time zone "+strconv.Quote(tz)+".")
 	}
 	var from, to time.Time
 	switch {
 	case q.Get("month") != "":
-		m, err := time.ParseInLocation("2006-01", q.Get("month"), loc)
+		m, err := time.Parse("2006-01", q.Get("month"))
 		if err != nil {
 			return fail(c, http.StatusBadRequest, "bad_month", "month is YYYY-MM.")
 		}
 		from, to = m, m.AddDate(0, 1, 0)
 	case q.Get("from") != "" && q.Get("to") != "":
-		f, err1 := time.ParseInLocation("2006-01-02", q.Get("from"), loc)
-		t, err2 := time.ParseInLocation("2006-01-02", q.Get("to"), loc)
+		f, err1 := time.Parse("2006-01-02", q.Get("from"))
+		t, err2 := time.Parse("2006-01-02", q.Get("to"))
 		if err1 != nil || err2 != nil || !t.After(f) {
 			return fail(c, http.StatusBadRequest, "bad_range", "from and to are dates (YYYY-MM-DD), to after from (exclusive).")
 		}
@@ -149,7 +185,7 @@ func (a *API) reports(c echo.Context) error {
 			return fail(c, http.StatusNotFound, "not_found", "No such team.")
 		}
 	}
-	rows, err := Report(a.cfg.LedgerPath, from, to, by, loc, func(e budget.Entry) bool {
+	rows, err := Report(a.cfg.LedgerPath, from, to, by, calendar, func(e budget.Entry) bool {
 		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
 	})
 	if err != nil {
@@ -158,7 +194,10 @@ func (a *API) reports(c echo.Context) error {
 	if q.Get("format") == "csv" {
 		return writeCSV(c, by, rows)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"from": from, "to": to, "by": by, "rows": rows})
+	if tz == "" {
+		tz = "each org's own"
+	}
+	return c.JSON(http.StatusOK, map[string]any{"from": from.Format("2006-01-02"), "to": to.Format("2006-01-02"), "time_zone": tz, "by": by, "rows": rows})
 }
 
 func writeCSV(c echo.Context, by []string, rows []Row) error {

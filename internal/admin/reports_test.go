@@ -1,0 +1,118 @@
+package admin_test
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/admin"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+)
+
+// Month boundaries follow each org's calendar, the one its budgets reset
+// on: an hour past midnight on 1 December in Tokyo is December spend, and
+// 22:00 on 30 November in New York is November spend, though in UTC it
+// is the other way round. With tz=UTC everybody is on UTC's calendar.
+func TestReportMonthsFollowEachOrgsTimeZone(t *testing.T) {
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.jsonl")
+	c, err := config.Parse([]byte(`
+time_zone: UTC
+admin_tokens: [{name: cfo, hash: "`+httpapi.HashKey("tg-cfo")+`", role: finance}]
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+orgs:
+  - {id: tokyo, time_zone: Asia/Tokyo, teams: [{id: t, keys: [{id: k1, hash: "`+httpapi.HashKey("tg-1")+`"}]}]}
+  - {id: ny, time_zone: America/New_York, teams: [{id: t, keys: [{id: k2, hash: "`+httpapi.HashKey("tg-2")+`"}]}]}
+  - {id: utc, teams: [{id: t, keys: [{id: k3, hash: "`+httpapi.HashKey("tg-3")+`"}]}]}
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.LedgerPath = ledgerPath
+	entries := []budget.Entry{
+		{Org: "tokyo", Team: "t", Time: time.Date(2026, 11, 30, 16, 0, 0, 0, time.UTC), Cost: 1_000, Served: true},     // 1 Dec 01:00 in Tokyo
+		{Org: "tokyo", Team: "t", Time: time.Date(2026, 11, 30, 14, 59, 0, 0, time.UTC), Cost: 7, Served: true},        // 30 Nov 23:59 in Tokyo
+		{Org: "ny", Team: "t", Time: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), Cost: 20_000, Served: true},         // 30 Nov 22:00 in New York
+		{Org: "ny", Team: "t", Time: time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC), Cost: 300_000, Served: true},        // 31 Oct 23:00 in New York
+		{Org: "utc", Team: "t", Time: time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC), Cost: 4_000_000, Served: true}, // UTC's November
+		{Org: "utc", Team: "t", Time: time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC), Cost: 50_000_000, Served: false},  // refused: no spend
+	}
+	var lines []string
+	for _, e := range entries {
+		b, _ := json.Marshal(e)
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(ledgerPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	admin.New(c, nil, nil).Mount(e)
+	get := func(query string) string {
+		req := httptest.NewRequest(http.MethodGet, "/admin/v1/reports?"+query, nil)
+		req.Header.Set("Authorization", "Bearer tg-cfo")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	for _, tc := range []struct {
+		query string
+		want  map[string]string // org → usd_micros
+	}{
+		{"month=2026-11&by=org,month", map[string]string{"tokyo": "7", "ny": "20000", "utc": "4000000"}},
+		{"month=2026-12&by=org,month", map[string]string{"tokyo": "1000"}},
+		{"month=2026-10&by=org,month", map[string]string{"ny": "300000"}},
+		{"month=2026-11&by=org,month&tz=UTC", map[string]string{"tokyo": "1007", "ny": "300000", "utc": "4000000"}},
+		{"from=2026-11-30&to=2026-12-01&by=org,day", map[string]string{"tokyo": "7", "ny": "20000", "utc": "4000000"}},
+	} {
+		recs, err := csv.NewReader(strings.NewReader(get(tc.query + "&format=csv"))).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range recs[1:] {
+			got[r[0]] = r[6]
+		}
+		var rep struct {
+			Rows []struct {
+				Group     map[string]string `json:"group"`
+				USDMicros int64             `json:"usd_micros"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal([]byte(get(tc.query)), &rep); err != nil || len(rep.Rows) != len(recs)-1 {
+			t.Fatalf("%s: json %+v vs csv %v (%v)", tc.query, rep.Rows, recs, err)
+		}
+		for i, r := range rep.Rows {
+			if recs[i+1][0] != r.Group["org"] || recs[i+1][6] != strconv.FormatInt(r.USDMicros, 10) {
+				t.Fatalf("%s: row %d json %+v, csv %v", tc.query, i, r, recs[i+1])
+			}
+		}
+		if len(got) != len(tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.query, got, tc.want)
+		}
+		for org, v := range tc.want {
+			if got[org] != v {
+				t.Fatalf("%s: %v, want %v", tc.query, got, tc.want)
+			}
+		}
+	}
+	// The month column is the org's own month.
+	if body := get("from=2026-11-01&to=2027-01-01&by=org,month"); !strings.Contains(body, `{"month":"2026-12","org":"tokyo"}`) ||
+		!strings.Contains(body, `{"month":"2026-11","org":"ny"}`) {
+		t.Fatalf("months: %s", body)
+	}
+}

@@ -153,6 +153,12 @@ func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)
 }
 
+// Override reads the run-time ceiling in force on a Ceiling limit, if any:
+// its amount and when it lapses (zero: never).
+func (e *Engine) Override(ctx context.Context, l Limit) (amount int64, until time.Time, ok bool, err error) {
+	return e.store.Override(ctx, l.Partition, l.Bucket)
+}
+
 // ResetSpent starts a Ceiling limit's current period over: its settled
 // spend goes back to zero for every instance sharing the store, and the
 // spend it had is returned. Reservations still open keep their claim.

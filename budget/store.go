@@ -36,6 +36,10 @@ type Store interface {
 	// until is zero; then the configured amount is back. A negative amount
 	// removes the override now.
 	SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error
+	// Override reads the run-time ceiling in force on a Ceiling bucket:
+	// its amount and expiry (zero: none); ok is false if there is none or
+	// it has lapsed.
+	Override(ctx context.Context, partition, bucket string) (amount int64, until time.Time, ok bool, err error)
 	// ResetSpent sets the settled spend of a Ceiling limit's current
 	// period (by the store's clock) back to zero and returns what it was.
 	// Pending reservations stay pending: their settlements still count.

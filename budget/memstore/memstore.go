@@ -298,6 +298,19 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
+// Override implements budget.Store.
+func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, time.Time, bool, error) {
+	now := s.now().UnixMicro()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	amount, ok := s.state.CeilingOverride(bucket, now)
+	var until time.Time
+	if u, temporary := s.state.until[bucket]; ok && temporary {
+		until = time.UnixMicro(u)
+	}
+	return amount, until, ok, nil
+}
+
 // ResetSpent implements budget.Store.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}

@@ -697,6 +697,48 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
+// Override implements budget.Store: one HGET, judged by this process's
+// clock (or Options.Now); the scripts judge by Redis's, so around the
+// expiry the two may disagree for the clock skew.
+func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, time.Time, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	var v string
+	err := s.do(func() (err error) {
+		v, err = s.rdb.(redis.Cmdable).HGet(ctx, s.tag(partition)+"ceilings", bucket).Result()
+		if errors.Is(err, redis.Nil) {
+			v, err = "", nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, time.Time{}, false, unavailable("reading a ceiling", err)
+	}
+	if v == "" {
+		return 0, time.Time{}, false, nil
+	}
+	a, u, temporary := strings.Cut(v, "@")
+	amount, err := strconv.ParseInt(a, 10, 64)
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
+	}
+	if !temporary {
+		return amount, time.Time{}, true, nil
+	}
+	us, err := strconv.ParseInt(u, 10, 64)
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
+	}
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	if until := time.UnixMicro(us); now.Before(until) {
+		return amount, until, true, nil
+	}
+	return 0, time.Time{}, false, nil
+}
+
 // resetScript zeroes a ceiling period's settled spend, if the period has a
 // counter, and returns what it was; pending is left alone.
 var resetScript = redis.NewScript(`

@@ -452,6 +452,10 @@ func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
 	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(30*budget.Dollar), c.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	end := c.Now().Add(time.Hour)
+	if a, u, ok, err := s.Override(ctx, team.Partition, team.Bucket); err != nil || !ok || a != int64(30*budget.Dollar) || !u.Equal(end) {
+		t.Fatalf("override: %d until %s, %v %v", a, u, ok, err)
+	}
 	res := mustReserve(t, s, "b", usd(15*budget.Dollar), team)
 	if res.Status[0].Capacity != int64(30*budget.Dollar) || res.Status[0].Remaining != int64(7*budget.Dollar) {
 		t.Fatalf("under the temporary ceiling: %+v", res.Status[0])
@@ -466,6 +470,9 @@ func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
 	if err != nil || st[0].Capacity != int64(10*budget.Dollar) || st[0].Remaining != 0 {
 		t.Fatalf("at the expiry: %+v %v", st, err)
 	}
+	if _, _, ok, err := s.Override(ctx, team.Partition, team.Bucket); err != nil || ok {
+		t.Fatalf("a lapsed override is still reported: %v %v", ok, err)
+	}
 	if _, _, err := reserve(t, s, "c", time.Minute, usd(1), team); !errors.Is(err, budget.ErrExhausted) {
 		t.Fatalf("after the expiry, $23 spent of $10: err = %v", err)
 	}
@@ -476,6 +483,12 @@ func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
 	c.Advance(24 * time.Hour)
 	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Capacity != int64(40*budget.Dollar) {
 		t.Fatalf("a permanent ceiling: %+v %v", st, err)
+	}
+	if a, u, ok, err := s.Override(ctx, team.Partition, team.Bucket); err != nil || !ok || a != int64(40*budget.Dollar) || !u.IsZero() {
+		t.Fatalf("permanent override: %d until %s, %v %v", a, u, ok, err)
+	}
+	if _, _, ok, err := s.Override(ctx, team.Partition, "team:nobody"); err != nil || ok {
+		t.Fatalf("a bucket without an override: %v %v", ok, err)
 	}
 }
 

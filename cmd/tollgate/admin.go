@@ -154,15 +154,16 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	}
 	var out struct {
 		Budgets []struct {
-			Name       string    `json:"name"`
-			Unit       string    `json:"unit"`
-			Period     string    `json:"period"`
-			TimeZone   string    `json:"time_zone"`
-			Configured int64     `json:"configured"`
-			InForce    int64     `json:"in_force"`
-			Overridden bool      `json:"overridden"`
-			Remaining  int64     `json:"remaining"`
-			ResetsAt   time.Time `json:"resets_at"`
+			Name       string     `json:"name"`
+			Unit       string     `json:"unit"`
+			Period     string     `json:"period"`
+			TimeZone   string     `json:"time_zone"`
+			Configured int64      `json:"configured"`
+			InForce    int64      `json:"in_force"`
+			Overridden bool       `json:"overridden"`
+			Until      *time.Time `json:"override_until"`
+			Remaining  int64      `json:"remaining"`
+			ResetsAt   time.Time  `json:"resets_at"`
 		} `json:"budgets"`
 	}
 	if err := json.Unmarshal(data, &out); err != nil {
@@ -174,6 +175,9 @@ func ceilingShow(args []string, stdout io.Writer) error {
 		inForce := strconv.FormatInt(b.InForce, 10)
 		if b.Overridden {
 			inForce += "*"
+		}
+		if b.Until != nil {
+			inForce += " until " + b.Until.Format(time.RFC3339)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", b.Name, b.Unit, b.Period, b.Configured, inForce, b.Remaining, b.ResetsAt.Format(time.RFC3339))
 	}

@@ -78,7 +78,7 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "show", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "30000000*") {
+		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "30000000* until ") {
 		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()

@@ -61,6 +61,7 @@ func (a *API) setCeiling(c echo.Context) error {
 		amount = m.Value
 	}
 	until, ok := req.expiry(time.Now())
+	until = until.Truncate(time.Microsecond) // what the stores keep, so every view shows the same instant
 	if !ok {
 		return fail(c, http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future) and for (a duration such as "72h"), and neither with "reset".`)
 	}
@@ -140,16 +141,18 @@ func (a *API) budgets(org, team string) ([]budget.Limit, bool) {
 
 // ceilingView is one budget as GET /admin/v1/ceilings shows it.
 type ceilingView struct {
-	Budget     string    `json:"budget"`
-	Name       string    `json:"name"`
-	Unit       string    `json:"unit"`
-	Period     string    `json:"period"`
-	TimeZone   string    `json:"time_zone"`
-	Configured int64     `json:"configured"`
-	InForce    int64     `json:"in_force"`
-	Overridden bool      `json:"overridden"`
-	Remaining  int64     `json:"remaining"`
-	ResetsAt   time.Time `json:"resets_at"`
+	Budget     string `json:"budget"`
+	Name       string `json:"name"`
+	Unit       string `json:"unit"`
+	Period     string `json:"period"`
+	TimeZone   string `json:"time_zone"`
+	Configured int64  `json:"configured"`
+	InForce    int64  `json:"in_force"`
+	Overridden bool   `json:"overridden"`
+	// OverrideUntil is when a temporary override lapses.
+	OverrideUntil *time.Time `json:"override_until,omitempty"`
+	Remaining     int64      `json:"remaining"`
+	ResetsAt      time.Time  `json:"resets_at"`
 }
 
 // ceilings answers GET /admin/v1/ceilings?org=O[&team=T]: every budget of
@@ -174,9 +177,17 @@ func (a *API) ceilings(c echo.Context) error {
 	out := make([]ceilingView, len(limits))
 	for i, l := range limits {
 		s := statuses[i]
+		_, until, overridden, err := a.engine.Override(c.Request().Context(), l)
+		if err != nil {
+			return err
+		}
 		out[i] = ceilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
-			Configured: l.Amount, InForce: s.Capacity, Overridden: s.Capacity != l.Amount,
+			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
 			Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
+		if !until.IsZero() {
+			u := until.UTC()
+			out[i].OverrideUntil = &u
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"org": org, "team": team, "budgets": out})
 }

@@ -238,6 +238,10 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("under the temporary raise: %d", resp.StatusCode)
 	}
+	if _, ceilBody = adminCall(t, "GET", url+"/admin/v1/ceilings?org=acme&team=ml", financeToken, ""); !strings.Contains(ceilBody,
+		`"in_force":20000000,"overridden":true,"override_until":"`+temp.Until.UTC().Format(time.RFC3339Nano)+`"`) {
+		t.Fatalf("ceilings under the temporary raise: %s", ceilBody)
+	}
 	// Starting ml's month over: audited with the spend it had.
 	status, body = adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`)
 	var reset struct {

@@ -109,7 +109,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		}
 		gw.OnSettle(func(e budget.Entry) {
 			if err := a.ledger.Append(e); err != nil {
-				log.Error("writing the ledger", "reservation", e.ReservationID, "err", err)
+				// The budgets have the spend; the entry goes to the log
+				// whole, so it can be put back into the ledger by hand.
+				log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
 			}
 		})
 	}

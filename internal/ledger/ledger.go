@@ -5,6 +5,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,24 +29,60 @@ type request struct {
 	err  chan error
 }
 
-// Open opens (or creates) the ledger at path.
+// Open opens (or creates) the ledger at path. A torn last line — a crash
+// mid-write, never acknowledged — is cut off first: appending after it
+// would glue the next entry to it and lose that entry.
 func Open(path string) (*File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	size, err := completeLines(f)
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ledger: cutting a torn last line: %w", err)
+	}
 	l := &File{path: path, reqs: make(chan request, 1024), done: make(chan struct{})}
-	go l.run(f)
+	go l.run(f, size)
 	return l, nil
+}
+
+// completeLines returns the length of f up to and including its last
+// newline.
+func completeLines(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 4096)
+	for end := st.Size(); end > 0; {
+		n := min(end, int64(len(buf)))
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, nil
+		}
+		end -= n
+	}
+	return 0, nil
 }
 
 // groupMax bounds the lines one fsync covers.
 const groupMax = 512
 
-func (l *File) run(f *os.File) {
+// run writes batches; size is the length of the file's complete lines.
+// A batch that fails is cut back off the file, so a half-written line
+// never sits in front of the next batch; if even that fails, every later
+// append fails too rather than write after garbage.
+func (l *File) run(f *os.File, size int64) {
 	defer close(l.done)
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 64<<10)
+	var broken error
 	for first := range l.reqs {
 		batch := []request{first}
 	more:
@@ -60,17 +97,29 @@ func (l *File) run(f *os.File) {
 				break more
 			}
 		}
-		var err error
+		err := broken
+		var n int64
 		for _, r := range batch {
-			if _, werr := w.Write(r.line); werr != nil && err == nil {
-				err = werr
+			if err != nil {
+				break
 			}
+			_, err = w.Write(r.line)
+			n += int64(len(r.line))
 		}
-		if ferr := w.Flush(); ferr != nil && err == nil {
-			err = ferr
+		if err == nil {
+			err = w.Flush()
 		}
-		if serr := f.Sync(); serr != nil && err == nil {
-			err = serr
+		if err == nil {
+			err = f.Sync()
+		}
+		switch {
+		case err == nil:
+			size += n
+		case broken == nil:
+			w.Reset(f)
+			if terr := f.Truncate(size); terr != nil {
+				broken = fmt.Errorf("ledger unusable: a failed write could not be cut off: %w", terr)
+			}
 		}
 		for _, r := range batch {
 			r.err <- err
@@ -101,7 +150,8 @@ func (l *File) Close() error {
 }
 
 // Read calls fn for every entry in the ledger at path, oldest first. A torn
-// last line (a crash mid-write, never acknowledged) is skipped.
+// last line (a crash mid-write, never acknowledged) is skipped; a bad line
+// anywhere else is an error, never silently dropped spend.
 func Read(path string, fn func(budget.Entry) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -113,9 +163,14 @@ func Read(path string, fn func(budget.Entry) error) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
+	bad := 0 // the line number of an unreadable line, until another follows it
+	for line := 1; sc.Scan(); line++ {
+		if bad != 0 {
+			return fmt.Errorf("ledger %s: line %d is not an entry", path, bad)
+		}
 		var e budget.Entry
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			bad = line
 			continue
 		}
 		if err := fn(e); err != nil {

@@ -160,18 +160,18 @@ func (e *Engine) Override(ctx context.Context, l Limit) (amount int64, until tim
 }
 
 // ResetSpent starts a Ceiling limit's current period over: its settled
-// spend goes back to zero for every instance sharing the store, and the
-// spend it had is returned. Reservations still open keep their claim.
-// The ledger is untouched: reports still show what was spent.
-func (e *Engine) ResetSpent(ctx context.Context, l Limit) (int64, error) {
+// spend goes back to zero for every instance sharing the store; the
+// period's id and the spend it had are returned. Reservations still open
+// keep their claim. The ledger is untouched: reports still show what was
+// spent.
+func (e *Engine) ResetSpent(ctx context.Context, l Limit) (period string, was int64, err error) {
 	if l.Kind != Ceiling {
-		return 0, fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
+		return "", 0, fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
 	}
-	was, err := e.store.ResetSpent(ctx, l)
-	if err != nil {
-		return 0, fmt.Errorf("resetting %s: %w", l.Bucket, err)
+	if period, was, err = e.store.ResetSpent(ctx, l); err != nil {
+		return "", 0, fmt.Errorf("resetting %s: %w", l.Bucket, err)
 	}
-	return was, nil
+	return period, was, nil
 }
 
 // RunSweeper charges expired leases every interval until ctx is done.

@@ -41,9 +41,10 @@ type Store interface {
 	// it has lapsed.
 	Override(ctx context.Context, partition, bucket string) (amount int64, until time.Time, ok bool, err error)
 	// ResetSpent sets the settled spend of a Ceiling limit's current
-	// period (by the store's clock) back to zero and returns what it was.
-	// Pending reservations stay pending: their settlements still count.
-	ResetSpent(ctx context.Context, l Limit) (was int64, err error)
+	// period (by the store's clock) back to zero and returns that period's
+	// id and the spend it had. Pending reservations stay pending: their
+	// settlements still count.
+	ResetSpent(ctx context.Context, l Limit) (period string, was int64, err error)
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

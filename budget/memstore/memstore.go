@@ -312,7 +312,7 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 }
 
 // ResetSpent implements budget.Store.
-func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
+func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -320,7 +320,7 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
 	if ok {
 		s.state.ceilings[k] = ceilingUse{0, u.Pending}
 	}
-	return u.Spent, nil
+	return k.Period, u.Spent, nil
 }
 
 // Spent returns the settled spend of a Ceiling bucket in a period, and what

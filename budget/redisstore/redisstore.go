@@ -177,6 +177,15 @@ func (s *Store) bucketKey(tag string, d *budget.Debit) string {
 	return tag + "n:" + d.Limit.Bucket
 }
 
+// now is this process's clock, or Options.Now: it picks periods; the
+// scripts charge by Redis's TIME unless Options.Now pins it (nowArg).
+func (s *Store) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
 func (s *Store) nowArg() string {
 	if s.opts.Now == nil {
 		return ""
@@ -232,10 +241,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 
-	now := time.Now()
-	if s.opts.Now != nil {
-		now = s.opts.Now()
-	}
+	now := s.now()
 	for attempt := 0; ; attempt++ {
 		budget.SetPeriods(r.Debits, now)
 		keys, args, err := s.reserveArgs(tag, r, now)
@@ -617,10 +623,7 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	now := time.Now()
-	if s.opts.Now != nil {
-		now = s.opts.Now()
-	}
+	now := s.now()
 	debits := make([]budget.Debit, len(limits))
 	for i := range limits {
 		debits[i] = budget.Debit{Limit: limits[i]}
@@ -729,10 +732,7 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	if err != nil {
 		return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
 	}
-	now := time.Now()
-	if s.opts.Now != nil {
-		now = s.opts.Now()
-	}
+	now := s.now()
 	if until := time.UnixMicro(us); now.Before(until) {
 		return amount, until, true, nil
 	}
@@ -748,13 +748,10 @@ return tonumber(was or "0")`)
 
 // ResetSpent implements budget.Store: the current period is the one the
 // store's clock (or Options.Now) is in, as for Peek.
-func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
+func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
-	now := time.Now()
-	if s.opts.Now != nil {
-		now = s.opts.Now()
-	}
+	now := s.now()
 	ds := []budget.Debit{{Limit: l}}
 	budget.SetPeriods(ds, now)
 	var was int64
@@ -763,9 +760,9 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, unavailable("resetting a period", err)
+		return "", 0, unavailable("resetting a period", err)
 	}
-	return was, nil
+	return ds[0].Period, was, nil
 }
 
 // ErrPaceTooFar: the upstream's next free slot is further away than the

@@ -426,9 +426,9 @@ func resetSpent(t *testing.T, s budget.Store, c *Clock) {
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
 	mustReserve(t, s, "b", usd(5*budget.Dollar), team) // in flight across the reset
-	was, err := s.ResetSpent(ctx, team)
-	if err != nil || was != int64(4*budget.Dollar) {
-		t.Fatalf("reset: was %d, %v", was, err)
+	period, was, err := s.ResetSpent(ctx, team)
+	if err != nil || was != int64(4*budget.Dollar) || period != budget.PeriodID(team.Period, c.Now(), team.Location) {
+		t.Fatalf("reset: period %q, was %d, %v", period, was, err)
 	}
 	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Remaining != int64(5*budget.Dollar) {
 		t.Fatalf("after the reset, $5 still pending: %+v %v", st, err)
@@ -439,7 +439,7 @@ func resetSpent(t *testing.T, s budget.Store, c *Clock) {
 	}
 	// A period nothing was charged in resets to nothing, and creates no counter.
 	other := usdMonth("other", 10*budget.Dollar)
-	if was, err := s.ResetSpent(ctx, other); err != nil || was != 0 {
+	if _, was, err := s.ResetSpent(ctx, other); err != nil || was != 0 {
 		t.Fatalf("reset of an untouched budget: %d %v", was, err)
 	}
 }

@@ -103,11 +103,10 @@ func (a *API) resetPeriod(c echo.Context) error {
 	if !ok {
 		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
 	}
-	was, err := a.engine.ResetSpent(c.Request().Context(), l)
+	period, was, err := a.engine.ResetSpent(c.Request().Context(), l)
 	if err != nil {
 		return err
 	}
-	period := budget.PeriodID(l.Period, time.Now(), l.Location)
 	if err := a.record(auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
 		Old: was, New: 0}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
@@ -159,7 +158,8 @@ type ceilingView struct {
 // the org (or of one team) with its configured amount, the amount in force
 // (a run-time ceiling, if one is set), what is left of it (settled and
 // reserved spend taken off) and when the period ends, in the budget's time
-// zone. Spend itself is read from /reports, which the ledger backs. A viewer sees only its own teams; any other is a uniform 404.
+// zone. Spend itself is read from /reports, which the ledger backs. A
+// viewer sees only its own teams; any other is a uniform 404.
 func (a *API) ceilings(c echo.Context) error {
 	org, team := c.QueryParam("org"), c.QueryParam("team")
 	if org == "" {

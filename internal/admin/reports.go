@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
@@ -125,10 +126,8 @@ func (a *API) calendar(tz string) (func(org string) *time.Location, error) {
 	}
 	orgs := map[string]*time.Location{}
 	for _, o := range a.cfg.Orgs {
-		if o.TimeZone != "" {
-			if orgs[o.ID], err = time.LoadLocation(o.TimeZone); err != nil {
-				return nil, err
-			}
+		if orgs[o.ID], err = httpapi.OrgLocation(a.cfg, o); err != nil {
+			return nil, err
 		}
 	}
 	return func(org string) *time.Location {

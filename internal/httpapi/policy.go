@@ -134,16 +134,10 @@ func (d *directory) lookup(plain string) (*Principal, bool) {
 // newDirectory resolves every key of c.
 func newDirectory(c *config.Config) (*directory, error) {
 	d := &directory{byHash: map[[32]byte]*Principal{}}
-	defaultLoc, err := time.LoadLocation(c.TimeZone)
-	if err != nil {
-		return nil, err
-	}
 	for _, o := range c.Orgs {
-		loc := defaultLoc
-		if o.TimeZone != "" {
-			if loc, err = time.LoadLocation(o.TimeZone); err != nil {
-				return nil, err
-			}
+		loc, err := OrgLocation(c, o)
+		if err != nil {
+			return nil, err
 		}
 		orgLimits := compileLimits(o.Limits, budget.ScopeOrg, bucketPath(o.ID), loc)
 		for _, t := range o.Teams {
@@ -174,6 +168,15 @@ func newDirectory(c *config.Config) (*directory, error) {
 	return d, nil
 }
 
+// OrgLocation is an org's calendar, the one its budgets reset on: its
+// time_zone, or the config's.
+func OrgLocation(c *config.Config, o config.Org) (*time.Location, error) {
+	if o.TimeZone != "" {
+		return time.LoadLocation(o.TimeZone)
+	}
+	return time.LoadLocation(c.TimeZone)
+}
+
 // ScopeLimits compiles the limits of an org (team empty) or of one of its
 // teams exactly as the request path does — same buckets, plan merge and
 // time zones — so the admin API reads and changes the buckets requests are
@@ -184,11 +187,7 @@ func ScopeLimits(c *config.Config, org, team string) ([]budget.Limit, bool) {
 		if o.ID != org {
 			continue
 		}
-		tz := c.TimeZone
-		if o.TimeZone != "" {
-			tz = o.TimeZone
-		}
-		loc, err := time.LoadLocation(tz)
+		loc, err := OrgLocation(c, o)
 		if err != nil {
 			return nil, false // refused when the config was loaded
 		}

@@ -21,17 +21,27 @@ func TestContract(t *testing.T) {
 	})
 }
 
-func TestSnapshotKeepsMonthToDateSpend(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	c := storetest.NewClock(storetest.Start)
-	team := budget.Limit{Bucket: "team", Name: "team", Scope: budget.ScopeTeam, Kind: budget.Ceiling,
-		Unit: budget.Microdollars, Amount: int64(10 * budget.Dollar), Period: budget.Month}
-	ctx := context.Background()
+// snapshotTeam is a $10 monthly team budget the snapshot tests charge.
+var snapshotTeam = budget.Limit{Bucket: "team", Name: "team", Scope: budget.ScopeTeam, Kind: budget.Ceiling,
+	Unit: budget.Microdollars, Amount: int64(10 * budget.Dollar), Period: budget.Month}
 
-	s1, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
+// openSnapshot opens an embedded store on clock c that snapshots to path.
+func openSnapshot(t *testing.T, path string, c *storetest.Clock) *memstore.Store {
+	t.Helper()
+	s, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+func TestSnapshotKeepsMonthToDateSpend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := storetest.NewClock(storetest.Start)
+	team := snapshotTeam
+	ctx := context.Background()
+
+	s1 := openSnapshot(t, path, c)
 	e1 := budget.NewEngine(s1, time.Minute)
 	r, _, err := e1.Reserve(ctx, []budget.Limit{team}, budget.Amounts{Cost: 3 * budget.Dollar})
 	if err != nil {
@@ -48,10 +58,7 @@ func TestSnapshotKeepsMonthToDateSpend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openSnapshot(t, path, c)
 	if spent, pending := s2.Spent("team", "2026-11"); spent != int64(2*budget.Dollar) || pending != int64(budget.Dollar) {
 		t.Fatalf("after restart spent=%d pending=%d, want 2$ and 1$", spent, pending)
 	}
@@ -73,23 +80,16 @@ func TestSnapshotKeepsMonthToDateSpend(t *testing.T) {
 func TestSnapshotKeepsTemporaryCeilings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
 	c := storetest.NewClock(storetest.Start)
-	team := budget.Limit{Bucket: "team", Name: "team", Scope: budget.ScopeTeam, Kind: budget.Ceiling,
-		Unit: budget.Microdollars, Amount: int64(10 * budget.Dollar), Period: budget.Month}
+	team := snapshotTeam
 	ctx := context.Background()
-	s1, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := openSnapshot(t, path, c)
 	if err := s1.SetCeiling(ctx, "", "team", int64(50*budget.Dollar), c.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openSnapshot(t, path, c)
 	if st, _ := s2.Peek(ctx, []budget.Limit{team}); st[0].Capacity != int64(50*budget.Dollar) {
 		t.Fatalf("after restart: %+v", st[0])
 	}

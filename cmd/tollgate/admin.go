@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/admin"
 )
 
 // adminFlags are the flags every admin subcommand shares.
@@ -135,6 +137,31 @@ func ceiling(args []string, stdout io.Writer) error {
 	return errors.New(ceilingUsage)
 }
 
+// adminJSON sends in (if not nil) as JSON and decodes the answer into out.
+func adminJSON(method, base, token, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	data, err := adminDo(method, base, token, path, body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// budgetFlags are the flags naming one budget.
+func budgetFlags(fs *flag.FlagSet) (org, team, name *string) {
+	org = fs.String("org", "", "org id")
+	team = fs.String("team", "", "team id (empty: the org's own budget)")
+	name = fs.String("name", "", "budget name")
+	return org, team, name
+}
+
 // ceilingShow prints a team's (or an org's) budgets as a table.
 func ceilingShow(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling show", flag.ContinueOnError)
@@ -148,25 +175,10 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	if *team != "" {
 		q.Set("team", *team)
 	}
-	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/ceilings?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
 	var out struct {
-		Budgets []struct {
-			Name       string     `json:"name"`
-			Unit       string     `json:"unit"`
-			Period     string     `json:"period"`
-			TimeZone   string     `json:"time_zone"`
-			Configured int64      `json:"configured"`
-			InForce    int64      `json:"in_force"`
-			Overridden bool       `json:"overridden"`
-			Until      *time.Time `json:"override_until"`
-			Remaining  int64      `json:"remaining"`
-			ResetsAt   time.Time  `json:"resets_at"`
-		} `json:"budgets"`
+		Budgets []admin.CeilingView `json:"budgets"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := adminJSON(http.MethodGet, *base, *token, "/admin/v1/ceilings?"+q.Encode(), nil, &out); err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -176,8 +188,8 @@ func ceilingShow(args []string, stdout io.Writer) error {
 		if b.Overridden {
 			inForce += "*"
 		}
-		if b.Until != nil {
-			inForce += " until " + b.Until.Format(time.RFC3339)
+		if b.OverrideUntil != nil {
+			inForce += " until " + b.OverrideUntil.Format(time.RFC3339)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", b.Name, b.Unit, b.Period, b.Configured, inForce, b.Remaining, b.ResetsAt.Format(time.RFC3339))
 	}
@@ -188,15 +200,8 @@ func ceilingShow(args []string, stdout io.Writer) error {
 func ceilingResetPeriod(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling reset-period", flag.ContinueOnError)
 	base, token := adminFlags(fs)
-	org := fs.String("org", "", "org id")
-	team := fs.String("team", "", "team id (empty: the org's own budget)")
-	name := fs.String("name", "", "budget name")
+	org, team, name := budgetFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name})
-	data, err := adminDo(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset", bytes.NewReader(body))
-	if err != nil {
 		return err
 	}
 	var out struct {
@@ -205,7 +210,8 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 		SpentBefore int64  `json:"spent_before"`
 		Remaining   int64  `json:"remaining"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := adminJSON(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset",
+		map[string]string{"org": *org, "team": *team, "name": *name}, &out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s %s: spent %d → 0 (remaining %d)\n", out.Budget, out.Period, out.SpentBefore, out.Remaining)
@@ -216,18 +222,11 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
-	org := fs.String("org", "", "org id")
-	team := fs.String("team", "", "team id (empty: the org's own budget)")
-	name := fs.String("name", "", "budget name")
+	org, team, name := budgetFlags(fs)
 	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
 	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	body, _ := json.Marshal(map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount, "for": *dur, "until": *until})
-	data, err := adminDo(http.MethodPut, *base, *token, "/admin/v1/ceilings", bytes.NewReader(body))
-	if err != nil {
 		return err
 	}
 	var out struct {
@@ -237,13 +236,14 @@ func ceilingSet(args []string, stdout io.Writer) error {
 		Remaining int64      `json:"remaining"`
 		Until     *time.Time `json:"until"`
 	}
-	if err := json.Unmarshal(data, &out); err != nil {
+	if err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
+		map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount, "for": *dur, "until": *until}, &out); err != nil {
 		return err
 	}
 	lapses := ""
 	if out.Until != nil {
 		lapses = ", until " + out.Until.Format(time.RFC3339)
 	}
-	fmt.Fprintf(stdout, "%s: %s → %s (remaining %s%s)\n", out.Budget, strconv.FormatInt(out.Old, 10), strconv.FormatInt(out.New, 10), strconv.FormatInt(out.Remaining, 10), lapses)
+	fmt.Fprintf(stdout, "%s: %d → %d (remaining %d%s)\n", out.Budget, out.Old, out.New, out.Remaining, lapses)
 	return nil
 }

@@ -138,8 +138,8 @@ func (a *API) budgets(org, team string) ([]budget.Limit, bool) {
 	return slices.DeleteFunc(limits, func(l budget.Limit) bool { return l.Kind != budget.Ceiling }), ok
 }
 
-// ceilingView is one budget as GET /admin/v1/ceilings shows it.
-type ceilingView struct {
+// CeilingView is one budget as GET /admin/v1/ceilings shows it.
+type CeilingView struct {
 	Budget     string `json:"budget"`
 	Name       string `json:"name"`
 	Unit       string `json:"unit"`
@@ -174,14 +174,14 @@ func (a *API) ceilings(c echo.Context) error {
 		return err
 	}
 	now := time.Now()
-	out := make([]ceilingView, len(limits))
+	out := make([]CeilingView, len(limits))
 	for i, l := range limits {
 		s := statuses[i]
 		_, until, overridden, err := a.engine.Override(c.Request().Context(), l)
 		if err != nil {
 			return err
 		}
-		out[i] = ceilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
+		out[i] = CeilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
 			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
 			Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
 		if !until.IsZero() {

@@ -35,8 +35,10 @@ orgs:
           - {id: k1, hash: "sha256:0000000000000000000000000000000000000000000000000000000000000001", plan: pro}
 `
 
-func TestPrincipalLimits(t *testing.T) {
-	c, err := config.Parse([]byte(policyConfig), func(string) (string, bool) { return "", false })
+// directoryOf parses a config and resolves its keys.
+func directoryOf(t *testing.T, src string) (*config.Config, *directory) {
+	t.Helper()
+	c, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +46,11 @@ func TestPrincipalLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, d
+}
+
+func TestPrincipalLimits(t *testing.T) {
+	_, d := directoryOf(t, policyConfig)
 	var p *Principal
 	for _, v := range d.byHash {
 		p = v
@@ -88,18 +95,11 @@ func TestPrincipalLimits(t *testing.T) {
 }
 
 func TestDirectoryLookup(t *testing.T) {
-	c, err := config.Parse([]byte(`
+	_, d := directoryOf(t, `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, max_output_tokens: 10}}
 orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]}]}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDirectory(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if p, ok := d.lookup("tg-secret"); !ok || p.Key != "k" {
 		t.Fatalf("lookup of the right key failed")
 	}
@@ -111,7 +111,7 @@ orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]
 }
 
 func TestKeyStrategiesEndpointsAndShards(t *testing.T) {
-	c, err := config.Parse([]byte(`
+	_, d := directoryOf(t, `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, max_output_tokens: 10}}
 orgs:
@@ -124,14 +124,7 @@ orgs:
           - {name: embeddings-only, kind: rate, unit: requests, amount: 10, endpoints: [/v1/embeddings]}
           - {name: hot, kind: rate, unit: requests, amount: 1000, burst: 100, shards: 4}
         keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDirectory(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	p, _ := d.lookup("tg-k")
 	chat := p.Limits(requestKey{User: "al/ice", Route: "/v1/chat/completions", IP: "203.0.113.9", ID: "req-1"})
 	if len(chat) != 3 {
@@ -161,7 +154,7 @@ orgs:
 // the team's own limit over its plan's, the default and per-limit time
 // zones — and leave out limits that have no single bucket.
 func TestScopeLimitsMatchTheRequestPath(t *testing.T) {
-	c, err := config.Parse([]byte(`
+	c, d := directoryOf(t, `
 time_zone: Europe/Paris
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, max_output_tokens: 10}}
@@ -178,14 +171,7 @@ orgs:
           - {name: usd-day, kind: budget, unit: usd, amount: "$1", period: day, time_zone: America/New_York}
           - {name: per-user-day, kind: budget, unit: usd, amount: "$1", period: day, key_by: [user]}
         keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDirectory(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	p, _ := d.lookup("tg-k")
 	charged := p.Limits(requestKey{User: "u1", Route: "/v1/chat/completions", ID: "r"})
 	team, ok := ScopeLimits(c, "o", "t")

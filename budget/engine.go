@@ -36,6 +36,13 @@ func (e *Engine) Store() Store { return e.store }
 // failure wraps ErrStoreUnavailable. Each limit takes est in its own unit;
 // a Concurrency limit takes one slot.
 func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Reservation, Result, error) {
+	return e.ReserveFor(ctx, limits, est, nil)
+}
+
+// ReserveFor is Reserve for a request the ledger will record: entry (its
+// who and what, with Reserved set) is what the ledger gets if the
+// reservation is never settled and the sweeper charges it.
+func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, entry *Entry) (*Reservation, Result, error) {
 	if err := est.Validate(); err != nil {
 		return nil, Result{Decider: -1}, err
 	}
@@ -62,7 +69,10 @@ func (e *Engine) Reserve(ctx context.Context, limits []Limit, est Amounts) (*Res
 	if len(limits) > 0 && limits[0].Partition != "" {
 		id = limits[0].Partition + "/" + id
 	}
-	r := &Reservation{ID: id, Debits: debits, Lease: e.lease}
+	r := &Reservation{ID: id, Debits: debits, Lease: e.lease, Entry: entry}
+	if entry != nil {
+		entry.ReservationID = id
+	}
 	res, err := e.store.Reserve(ctx, r)
 	if err != nil {
 		if isRefusal(err) && res.Decider >= 0 && res.Decider < len(limits) {
@@ -82,6 +92,42 @@ func (e *Engine) Settle(ctx context.Context, r *Reservation, actual Amounts) (Ou
 		return o, fmt.Errorf("settling %s: %w", r.ID, err)
 	}
 	return o, nil
+}
+
+// Outbox is implemented by a store that keeps the ledger's outbox: it
+// writes each ledger entry in the same atomic step as the settlement the
+// entry records, so an entry exists exactly when its spend does, once per
+// id, whatever fails in between. Something else moves the outbox to the
+// durable ledger.
+type Outbox interface {
+	// KeepsLedger reports whether this store writes ledger entries.
+	KeepsLedger() bool
+	// SettleEntry is Store.Settle that, when it resolves id now, also
+	// writes entry (its Outcome is the store's to record).
+	SettleEntry(ctx context.Context, id string, actual Amounts, entry *Entry) (Outcome, error)
+}
+
+// KeepsLedger reports whether the engine's store writes the ledger entries
+// it is handed (SettleEntry, ReserveFor, RecordUnreserved): then the
+// caller must not write them elsewhere too.
+func (e *Engine) KeepsLedger() bool {
+	o, ok := e.store.(Outbox)
+	return ok && o.KeepsLedger()
+}
+
+// SettleEntry is Settle that hands entry to a store that keeps the ledger
+// (KeepsLedger), to be written with the settlement; otherwise entry is
+// ignored and the caller records it.
+func (e *Engine) SettleEntry(ctx context.Context, r *Reservation, actual Amounts, entry *Entry) (Outcome, error) {
+	o, ok := e.store.(Outbox)
+	if !ok || !o.KeepsLedger() || entry == nil {
+		return e.Settle(ctx, r, actual)
+	}
+	out, err := o.SettleEntry(ctx, r.ID, actual, entry)
+	if err != nil {
+		return out, fmt.Errorf("settling %s: %w", r.ID, err)
+	}
+	return out, nil
 }
 
 // Release gives r back in full: the request never reached the upstream, or
@@ -104,7 +150,9 @@ func (e *Engine) Extend(ctx context.Context, r *Reservation) error {
 // local fallback bucket) while the store was unreachable. The charge must
 // land, once, when the store answers again.
 type UnreservedRecorder interface {
-	RecordUnreserved(ctx context.Context, id string, debits []Debit, actual Amounts) error
+	// entry, if not nil, is written with the charge by a store that keeps
+	// the ledger.
+	RecordUnreserved(ctx context.Context, id string, debits []Debit, actual Amounts, entry *Entry) error
 }
 
 // ErrCannotRecord: the store cannot charge spend made without a reservation.
@@ -112,7 +160,7 @@ var ErrCannotRecord = errors.New("budget: the store cannot record unreserved spe
 
 // RecordUnreserved charges actual against the ceilings among limits for a
 // request that was served without a reservation.
-func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Amounts) error {
+func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Amounts, entry *Entry) error {
 	rec, ok := e.store.(UnreservedRecorder)
 	if !ok {
 		return ErrCannotRecord
@@ -129,7 +177,10 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 	if len(limits) > 0 && limits[0].Partition != "" {
 		id = limits[0].Partition + "/" + id
 	}
-	if err := rec.RecordUnreserved(ctx, id, debits, actual); err != nil {
+	if entry != nil {
+		entry.ReservationID = id
+	}
+	if err := rec.RecordUnreserved(ctx, id, debits, actual, entry); err != nil {
 		return fmt.Errorf("recording unreserved spend: %w", err)
 	}
 	return nil

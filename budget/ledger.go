@@ -19,8 +19,20 @@ type Entry struct {
 	Usage         Usage     `json:"usage"` // Usage.Estimated: the gateway counted it
 	Cost          Money     `json:"usd_micros"`
 	Reserved      Money     `json:"reserved_usd_micros"`
-	Served        bool      `json:"served"`
-	Outcome       string    `json:"outcome"`
-	Degraded      string    `json:"degraded,omitempty"`
-	Bypass        string    `json:"bypass,omitempty"` // who skipped the limits, if anyone
+	// ReservedTokens is the token bound reserved: what a budget counted in
+	// tokens was charged if the lease expired unsettled.
+	ReservedTokens int64  `json:"reserved_tokens,omitempty"`
+	Served         bool   `json:"served"`
+	Outcome        string `json:"outcome"`
+	Degraded       string `json:"degraded,omitempty"`
+	Bypass         string `json:"bypass,omitempty"` // who skipped the limits, if anyone
+}
+
+// ID identifies the entry in the ledger: its reservation id, or for spend
+// that had none its request id. The durable ledger stores each id once.
+func (e *Entry) ID() string {
+	if e.ReservationID != "" {
+		return e.ReservationID
+	}
+	return "req-" + e.RequestID
 }

@@ -45,6 +45,11 @@ type Store interface {
 	// id and the spend it had. Pending reservations stay pending: their
 	// settlements still count.
 	ResetSpent(ctx context.Context, l Limit) (period string, was int64, err error)
+	// RaiseSpent raises the settled spend of a Ceiling limit's current
+	// period to spent if it is lower (never lowers it: concurrent
+	// settlements are never undone), and returns what it was. It rebuilds
+	// counters from the ledger after the store lost them.
+	RaiseSpent(ctx context.Context, l Limit, spent int64) (was int64, err error)
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.
@@ -54,6 +59,10 @@ type Reservation struct {
 	ID     string
 	Debits []Debit
 	Lease  time.Duration
+	// Entry is what the ledger records if the lease expires unsettled and
+	// the sweeper charges the reservation in full (a store that keeps the
+	// ledger's outbox stores it with the reservation); nil: nothing.
+	Entry *Entry
 }
 
 // PartitionOf returns the partition an id was made in ("" for none).

@@ -34,6 +34,13 @@ type Config struct {
 	// LedgerPath is the append-only JSON-lines file every settlement is
 	// written to (fsync'd, group commit); reports read it. Empty: none.
 	LedgerPath string `yaml:"ledger_path"`
+	// LedgerPostgres is the PostgreSQL connection string (URL or key=value,
+	// write it as ${ENV_VAR}) of the production ledger. It needs the Redis
+	// store: each settlement is written to a Redis Stream in the same script
+	// that settles it, and every instance moves the stream into the
+	// tollgate_ledger table (idempotent by id, at least once); reports read
+	// the table. Empty: none.
+	LedgerPostgres string `yaml:"ledger_postgres"`
 	// AuditPath is the append-only file of admin changes (who, when, old,
 	// new). Empty: changes are logged only.
 	AuditPath string `yaml:"audit_path"`

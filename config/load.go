@@ -70,6 +70,7 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	expand("listen", &c.Listen)
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
 	expand("ledger_path", &c.LedgerPath)
+	expand("ledger_postgres", &c.LedgerPostgres)
 	for i := range c.Alerts.Webhooks {
 		expand(fmt.Sprintf("alerts.webhooks.%d", i), &c.Alerts.Webhooks[i])
 	}

@@ -243,6 +243,11 @@ func (c *Config) validate(v *validator) {
 	}
 	switch c.Store.Kind {
 	case "embedded":
+		if c.LedgerPostgres != "" {
+			// The Redis Stream is the outbox that makes the PostgreSQL
+			// ledger at-least-once; the embedded store keeps ledger_path.
+			v.addf("ledger_postgres", "needs store.kind redis (the embedded store writes ledger_path)")
+		}
 	case "redis":
 		r := c.Store.Redis
 		if len(r.Addrs) == 0 {

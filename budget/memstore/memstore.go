@@ -323,6 +323,21 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	return k.Period, u.Spent, nil
 }
 
+// RaiseSpent implements budget.Store.
+func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {
+	if spent < 0 {
+		return 0, fmt.Errorf("memstore: negative spend %d", spent)
+	}
+	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.state.ceilings[k]
+	if spent > u.Spent {
+		s.state.ceilings[k] = ceilingUse{spent, u.Pending}
+	}
+	return u.Spent, nil
+}
+
 // Spent returns the settled spend of a Ceiling bucket in a period, and what
 // is still pending there.
 func (s *Store) Spent(bucket, period string) (spent, pending int64) {

@@ -14,6 +14,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,6 +86,11 @@ type Options struct {
 	// without trying Redis, after consecutive failures (default 1 s); then
 	// one call probes it.
 	BreakerTimeout time.Duration
+	// Ledger: the store keeps the ledger's outbox. Each settlement handed
+	// an entry (SettleEntry) appends it to the partition's ledger stream in
+	// the settling script, and a reservation keeps its entry for the
+	// sweeper; a LedgerConsumer moves the streams to the durable ledger.
+	Ledger bool
 }
 
 // Store is the Redis-backed budget.Store. It is safe for concurrent use.
@@ -347,12 +353,47 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
 		}
 	}
+	if r.Entry != nil && s.opts.Ledger {
+		rec, err := json.Marshal(r.Entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = append(args, string(rec))
+	}
 	return keys, args, nil
 }
 
 // Settle implements budget.Store. A settlement Redis cannot take is spooled
 // (when the store has a spool) and reported as budget.Spooled.
 func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (budget.Outcome, error) {
+	return s.settle(ctx, id, actual, nil)
+}
+
+var _ budget.Outbox = (*Store)(nil)
+
+// KeepsLedger implements budget.Outbox.
+func (s *Store) KeepsLedger() bool { return s.opts.Ledger }
+
+// SettleEntry implements budget.Outbox: entry goes to the ledger stream in
+// the script that settles id, or with the settlement into the spool.
+func (s *Store) SettleEntry(ctx context.Context, id string, actual budget.Amounts, entry *budget.Entry) (budget.Outcome, error) {
+	rec, err := s.record(entry)
+	if err != nil {
+		return 0, err
+	}
+	return s.settle(ctx, id, actual, rec)
+}
+
+// record is entry as the ledger stream takes it; nil if the store keeps no
+// ledger.
+func (s *Store) record(entry *budget.Entry) (json.RawMessage, error) {
+	if !s.opts.Ledger || entry == nil {
+		return nil, nil
+	}
+	return json.Marshal(entry)
+}
+
+func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, error) {
 	if err := actual.Validate(); err != nil {
 		return 0, err
 	}
@@ -363,6 +404,7 @@ func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (b
 	if err != nil {
 		return 0, err
 	}
+	call.Record = rec
 	// A reservation this process did not make (or an id replayed after its
 	// settlement) goes to the script with no actual values: it reports a
 	// tombstone or an unknown id, or charges an open reservation at its
@@ -422,15 +464,21 @@ type SettleCall struct {
 	// unreachable and the gateway failed open or used a local bucket):
 	// there is no record to find, by design.
 	Unreserved bool `json:"unreserved,omitempty"`
+	// Record is the ledger entry the script appends to the ledger stream
+	// when this call is the one that settles (empty: none).
+	Record json.RawMessage `json:"record,omitempty"`
 }
 
 var _ budget.UnreservedRecorder = (*Store)(nil)
 
 // RecordUnreserved implements budget.UnreservedRecorder: the ceilings among
 // debits are charged actual, now if Redis answers, else from the spool.
-func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget.Debit, actual budget.Amounts) error {
+func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget.Debit, actual budget.Amounts, entry *budget.Entry) error {
 	call, err := s.settleCall(id, debits, true, actual)
 	if err != nil {
+		return err
+	}
+	if call.Record, err = s.record(entry); err != nil {
 		return err
 	}
 	for i := range call.Actual {
@@ -450,7 +498,7 @@ func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget
 
 func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual budget.Amounts) (*SettleCall, error) {
 	tag := s.tag(budget.PartitionOf(id))
-	call := &SettleCall{ID: id, Keys: []string{tag + "res:" + id, tag + "leases", tag + "done:" + id}}
+	call := &SettleCall{ID: id, Keys: []string{tag + "res:" + id, tag + "leases", tag + "done:" + id, tag + "ledger"}}
 	if !mine {
 		return call, nil
 	}
@@ -484,8 +532,8 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
-	args := make([]any, 0, 5+3*len(call.Actual))
-	args = append(args, call.ID, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 1, len(call.Actual))
+	args := make([]any, 0, 6+3*len(call.Actual))
+	args = append(args, call.ID, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 1, string(call.Record), len(call.Actual))
 	for _, a := range call.Actual {
 		args = append(args, a)
 	}
@@ -592,10 +640,10 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 				return n, unavailable("sweep", err)
 			}
 			for _, id := range ids {
-				keys := []string{tag + "res:" + id, tag + "leases", tag + "done:" + id}
+				keys := []string{tag + "res:" + id, tag + "leases", tag + "done:" + id, tag + "ledger"}
 				var raw []int64
 				err := s.do(func() (err error) {
-					raw, err = settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, 0).Int64Slice()
+					raw, err = settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, "", 0).Int64Slice()
 					return err
 				})
 				if err != nil {
@@ -763,6 +811,37 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 		return "", 0, unavailable("resetting a period", err)
 	}
 	return ds[0].Period, was, nil
+}
+
+// raiseScript raises a ceiling period's settled spend to ARGV[1] if it is
+// lower, keeping the key ARGV[2] ms if it had no expiry, and returns what
+// it was.
+var raiseScript = redis.NewScript(`
+local was = tonumber(redis.call("HGET", KEYS[1], "spent") or "0")
+if tonumber(ARGV[1]) > was then
+  redis.call("HSET", KEYS[1], "spent", ARGV[1])
+  if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
+end
+return was`)
+
+// RaiseSpent implements budget.Store.
+func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {
+	if spent < 0 {
+		return 0, fmt.Errorf("redisstore: negative spend %d", spent)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	ds := []budget.Debit{{Limit: l}}
+	budget.SetPeriods(ds, s.now())
+	var was int64
+	err := s.do(func() (err error) {
+		was, err = raiseScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(l.Partition), &ds[0])}, spent, ceilingRetention(l.Period).Milliseconds()).Int64()
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("raising a period's spend", err)
+	}
+	return was, nil
 }
 
 // ErrPaceTooFar: the upstream's next free slot is further away than the

@@ -21,6 +21,8 @@
 --   keep ms: how long the bucket key outlives now (ceiling: after its
 --   period ends; concurrency: from now). Relative, so a test's pinned clock
 --   and Redis's own agree on it.
+-- ARGV[5 + 8n], optional: the ledger entry the sweeper appends to the
+--   ledger stream if the lease expires unsettled.
 --
 -- Returns {status, now, then 5 values per debit as read before any write:
 -- tat, spent, pending, in-flight, run-time ceiling (-1: none)}. status: 1 allowed, 0 refused,
@@ -28,7 +30,7 @@
 -- recomputes periods from the returned now and calls again).
 
 local n = tonumber(ARGV[4])
-if not n or n < 0 or #KEYS ~= 4 + n or #ARGV ~= 4 + 8 * n then
+if not n or n < 0 or #KEYS ~= 4 + n or (#ARGV ~= 4 + 8 * n and #ARGV ~= 5 + 8 * n) then
   return redis.error_reply("tollgate: reserve: bad argument count")
 end
 local lease = tonumber(ARGV[2])
@@ -153,6 +155,10 @@ for i = 1, n do
 end
 local expiry = now + lease
 redis.call("HSET", KEYS[1], "d", table.concat(record, "\n"), "exp", string.format("%.0f", expiry))
+local entry = ARGV[5 + 8 * n]
+if entry and entry ~= "" then
+  redis.call("HSET", KEYS[1], "e", entry)
+end
 redis.call("PEXPIRE", KEYS[1], string.format("%.0f", math.floor(lease / 1000) + 86400000))
 redis.call("ZADD", KEYS[2], string.format("%.0f", expiry), ARGV[1])
 return out

@@ -2,11 +2,15 @@
 -- reserved amount from pending to the actual spend, shifts each rate bucket
 -- by the difference between actual and reserved cost (a refund, or debt),
 -- frees concurrency slots, and leaves a tombstone so a replay changes nothing.
+-- When it resolves the reservation now it also appends the ledger entry to
+-- the org's ledger stream: the entry exists exactly when the spend does.
 --
--- KEYS[1] reservation hash, KEYS[2] lease zset, KEYS[3] tombstone
+-- KEYS[1] reservation hash, KEYS[2] lease zset, KEYS[3] tombstone,
+-- KEYS[4] ledger stream
 -- ARGV[1] reservation id, ARGV[2] now µs or "" for Redis TIME,
--- ARGV[3] tombstone TTL ms, ARGV[4] outcome to record (1 settled, 3 expired),
--- ARGV[5] number of actual values m, then m values in debit order
+-- ARGV[3] tombstone TTL ms, ARGV[4] mode (1 settle, 3 expire: the sweeper
+-- charges the reserved amounts), ARGV[5] the ledger entry (JSON) or "",
+-- ARGV[6] number of actual values m, then m values in debit order
 -- (ceiling: actual units; rate: actual cost µs minus reserved cost µs;
 -- concurrency: ignored). m = 0 charges the reserved amounts (the sweeper).
 -- Then, optionally, m kinds and m bucket keys: what to charge when the
@@ -14,19 +18,30 @@
 -- lost its data while the settlement waited in a spool). Ceilings are then
 -- charged their actual spend; rate and concurrency state went with the data.
 --
+-- Stream entries: r the entry as the gateway wrote it, o the outcome (1
+-- settled, 3 expired: the entry is the one recorded at reservation and the
+-- reserved amount was charged, 4 settled without its record).
+--
 -- Returns {outcome}: 1 settled now, 2 settled before, 3 expired (charged in
 -- full by the sweeper), 4 settled without its record, 0 unknown id.
 
-local m = tonumber(ARGV[5])
+local m = tonumber(ARGV[6])
 local ttl = tonumber(ARGV[3])
-local outcome = tonumber(ARGV[4])
-if not m or m < 0 or (#ARGV ~= 5 + m and #ARGV ~= 5 + 3 * m) or not ttl or ttl <= 0 or (outcome ~= 1 and outcome ~= 3) then
+local mode = tonumber(ARGV[4])
+local record = ARGV[5]
+if not m or m < 0 or (#ARGV ~= 6 + m and #ARGV ~= 6 + 3 * m) or not ttl or ttl <= 0
+  or (mode ~= 1 and mode ~= 3) then
   return redis.error_reply("tollgate: settle: bad arguments")
 end
 local actual = {}
 for i = 1, m do
-  actual[i] = tonumber(ARGV[5 + i])
+  actual[i] = tonumber(ARGV[6 + i])
   if not actual[i] then return redis.error_reply("tollgate: settle: bad actual " .. i) end
+end
+local function ledger(outcome, entry)
+  if entry and entry ~= "" then
+    redis.call("XADD", KEYS[4], "*", "r", entry, "o", outcome)
+  end
 end
 local done = redis.call("GET", KEYS[3])
 if done then
@@ -35,9 +50,9 @@ if done then
 end
 local d = redis.call("HGET", KEYS[1], "d")
 if not d then
-  if #ARGV ~= 5 + 3 * m or m == 0 then return {0} end
+  if #ARGV ~= 6 + 3 * m or m == 0 then return {0} end
   for i = 1, m do
-    local k, key = ARGV[5 + m + i], ARGV[5 + 2 * m + i]
+    local k, key = ARGV[6 + m + i], ARGV[6 + 2 * m + i]
     if k == "c" then
       if actual[i] < 0 then return redis.error_reply("tollgate: settle: negative actual " .. i) end
       redis.call("HINCRBY", key, "spent", string.format("%.0f", actual[i]))
@@ -47,6 +62,7 @@ if not d then
   end
   redis.call("ZREM", KEYS[2], ARGV[1])
   redis.call("SET", KEYS[3], 1, "PX", ttl)
+  ledger(4, record)
   return {4}
 end
 local debits = {}
@@ -106,7 +122,12 @@ for i, debit in ipairs(debits) do
     end
   end
 end
+if mode == 3 then
+  ledger(3, redis.call("HGET", KEYS[1], "e"))
+else
+  ledger(1, record)
+end
 redis.call("DEL", KEYS[1])
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("SET", KEYS[3], outcome, "PX", ttl)
+redis.call("SET", KEYS[3], mode, "PX", ttl)
 return {1}

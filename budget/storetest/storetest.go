@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
+		{"raising a period's spend never lowers it", raiseSpent},
 		{"shadow limits count but never refuse", shadowLimits},
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
@@ -441,6 +442,33 @@ func resetSpent(t *testing.T, s budget.Store, c *Clock) {
 	other := usdMonth("other", 10*budget.Dollar)
 	if _, was, err := s.ResetSpent(ctx, other); err != nil || was != 0 {
 		t.Fatalf("reset of an untouched budget: %d %v", was, err)
+	}
+}
+
+func raiseSpent(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
+	mustReserve(t, s, "b", usd(1*budget.Dollar), team) // pending stays
+	if was, err := s.RaiseSpent(ctx, team, int64(3*budget.Dollar)); err != nil || was != int64(4*budget.Dollar) {
+		t.Fatalf("raise to less: was %d, %v", was, err)
+	}
+	if st, _ := s.Peek(ctx, []budget.Limit{team}); st[0].Remaining != int64(5*budget.Dollar) {
+		t.Fatalf("a raise to less changed the spend: %+v", st[0])
+	}
+	if was, err := s.RaiseSpent(ctx, team, int64(7*budget.Dollar)); err != nil || was != int64(4*budget.Dollar) {
+		t.Fatalf("raise: was %d, %v", was, err)
+	}
+	if st, _ := s.Peek(ctx, []budget.Limit{team}); st[0].Remaining != int64(2*budget.Dollar) {
+		t.Fatalf("after raising to $7 with $1 pending: %+v", st[0])
+	}
+	if _, err := s.RaiseSpent(ctx, team, -1); err == nil {
+		t.Fatal("a negative spend was accepted")
+	}
+	// The next month starts from nothing.
+	c.Advance(32 * 24 * time.Hour)
+	if st, _ := s.Peek(ctx, []budget.Limit{team}); st[0].Remaining != int64(10*budget.Dollar) {
+		t.Fatalf("next month: %+v", st[0])
 	}
 }
 

@@ -23,21 +23,29 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
 // API serves the admin routes.
 type API struct {
 	cfg    *config.Config
 	engine *budget.Engine
+	ledger ledger.Source
 	log    *slog.Logger
 	tokens map[[32]byte]config.AdminToken
 
 	auditMu sync.Mutex
 }
 
+// WithLedger makes reports read src instead of the ledger file.
+func (a *API) WithLedger(src ledger.Source) *API {
+	a.ledger = src
+	return a
+}
+
 // New returns the admin API for cfg.
 func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
-	a := &API{cfg: cfg, engine: engine, log: log, tokens: map[[32]byte]config.AdminToken{}}
+	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), log: log, tokens: map[[32]byte]config.AdminToken{}}
 	for _, t := range cfg.AdminTokens {
 		raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:")) // validated with the config
 		var h [32]byte

@@ -112,13 +112,13 @@ func (a *API) page(c echo.Context) error {
 	filter := func(e budget.Entry) bool {
 		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
 	}
-	byTeam, err := Report(a.cfg.LedgerPath, start, end, []string{"org", "team"}, calendar, filter)
+	byTeam, err := Report(c.Request().Context(), a.ledger, start, end, []string{"org", "team"}, calendar, filter)
 	if err != nil {
 		return err
 	}
-	days, _ := Report(a.cfg.LedgerPath, start, end, []string{"day"}, calendar, filter)
-	models, _ := Report(a.cfg.LedgerPath, start, end, []string{"model"}, calendar, filter)
-	keys, _ := Report(a.cfg.LedgerPath, start, end, []string{"team", "key"}, calendar, filter)
+	days, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"day"}, calendar, filter)
+	models, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"model"}, calendar, filter)
+	keys, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"team", "key"}, calendar, filter)
 	byUSD := func(x, y Row) int { return int(y.USDMicros - x.USDMicros) }
 	slices.SortFunc(models, byUSD)
 	slices.SortFunc(keys, byUSD)

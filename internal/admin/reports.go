@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/csv"
 	"fmt"
 	"net/http"
@@ -37,9 +38,10 @@ type Row struct {
 // given in UTC — and its day and month are the ones there, so a team in
 // Tokyo and a team in New York each get their own November, the one
 // their budgets reset on. filter drops entries the caller may not see.
-func Report(path string, from, to time.Time, by []string, calendar func(org string) *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
+func Report(ctx context.Context, src ledger.Source, from, to time.Time, by []string, calendar func(org string) *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
 	rows := map[string]*Row{}
-	err := ledger.Read(path, func(e budget.Entry) error {
+	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
+	err := src.Scan(ctx, from.Add(-24*time.Hour), to.Add(24*time.Hour), func(e budget.Entry) error {
 		if !e.Served || !filter(e) {
 			return nil
 		}
@@ -184,7 +186,7 @@ func (a *API) reports(c echo.Context) error {
 			return fail(c, http.StatusNotFound, "not_found", "No such team.")
 		}
 	}
-	rows, err := Report(a.cfg.LedgerPath, from, to, by, calendar, func(e budget.Entry) bool {
+	rows, err := Report(c.Request().Context(), a.ledger, from, to, by, calendar, func(e budget.Entry) bool {
 		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
 	})
 	if err != nil {

@@ -58,6 +58,17 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		a.shared, a.store = shared, shared.store
+		shared.stored = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_ledger_entries_stored_total",
+			Help: "Ledger entries this instance moved from the Redis ledger streams to PostgreSQL.",
+		})
+		a.reg.MustRegister(shared.stored)
+		if shared.pg != nil {
+			a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tollgate_ledger_backlog",
+				Help: "Ledger entries waiting in the Redis ledger streams for PostgreSQL (all instances').",
+			}, shared.ledgerBacklog))
+		}
 		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tollgate_spool_depth",
 			Help: "Settlements waiting in the spool for the budget store.",
@@ -115,7 +126,11 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			}
 		})
 	}
-	gw.Mount(admin.New(cfg, a.engine, log).Mount)
+	api := admin.New(cfg, a.engine, log)
+	if a.shared != nil && a.shared.pg != nil {
+		api.WithLedger(a.shared.pg)
+	}
+	gw.Mount(api.Mount)
 	return a, nil
 }
 

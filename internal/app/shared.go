@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
 // sharedStore is the Redis store with what runs around it: the client, the
@@ -23,6 +27,10 @@ type sharedStore struct {
 	rdb   redis.UniversalClient
 	spool *redisstore.Spool
 	store *redisstore.Store
+	// pg is the PostgreSQL ledger the ledger streams are moved to, or nil.
+	pg     *ledger.Postgres
+	orgs   []string
+	stored prometheus.Counter
 
 	mu     sync.Mutex
 	runIDs map[string]string // node address → run_id last seen
@@ -68,9 +76,15 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 	for _, o := range cfg.Orgs {
 		orgs = append(orgs, o.ID)
 	}
-	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
+	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{}, orgs: orgs,
 		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
-			Partitions: orgs, Spool: spool, Log: log})}
+			Partitions: orgs, Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != ""})}
+	if cfg.LedgerPostgres != "" {
+		if s.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
 	if n := spool.Len(); n > 0 {
 		log.Warn("settlements from an earlier run are waiting in the spool", "count", n, "path", rc.SpoolPath)
 	}
@@ -80,8 +94,30 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 		s.close()
 		return nil, err
 	}
+	if s.pg != nil {
+		s.checkPersistence(ctx)
+	}
 	s.checkRunIDs(ctx)
 	return s, nil
+}
+
+// checkPersistence warns when Redis holds the ledger's outbox without an
+// append-only file: entries not yet in PostgreSQL die with the process.
+func (s *sharedStore) checkPersistence(ctx context.Context) {
+	aof, err := s.eachNode(ctx, func(ctx context.Context, c *redis.Client) (string, error) {
+		v, err := c.ConfigGet(ctx, "appendonly").Result()
+		return v["appendonly"], err
+	})
+	if err != nil {
+		s.log.Warn("could not read Redis appendonly (CONFIG may be disabled); the ledger outbox is only as durable as Redis", "err", err)
+		return
+	}
+	for addr, v := range aof {
+		if v != "yes" {
+			s.log.Warn("Redis keeps the ledger outbox without an append-only file: if it dies, settled entries not yet in PostgreSQL are lost (run it with appendonly yes)",
+				"node", addr)
+		}
+	}
 }
 
 // checkEviction refuses a Redis that may evict keys: budget keys carry TTLs,
@@ -181,6 +217,15 @@ func (s *sharedStore) ready(ctx context.Context) error {
 func (s *sharedStore) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.spool.Run(ctx, s.store, spoolReplayInterval, s.log) })
+	if s.pg != nil {
+		name, _ := os.Hostname()
+		wg.Go(func() {
+			s.store.ConsumeLedger(ctx, s.pg.Insert, redisstore.ConsumerOptions{Name: name, Log: s.log,
+				// "": the partition of requests under no limit at all.
+				Partitions: append(slices.Clone(s.orgs), ""),
+				Stored:     func(n int) { s.stored.Add(float64(n)) }})
+		})
+	}
 	wg.Go(func() {
 		t := time.NewTicker(runIDCheckInterval)
 		defer t.Stop()
@@ -207,6 +252,9 @@ func (s *sharedStore) close() error {
 			s.log.Error("settlements left in the spool at shutdown; they are replayed at the next start", "count", left, "replayed", n)
 		}
 	}
+	if s.pg != nil {
+		s.pg.Close()
+	}
 	return errors.Join(s.spool.Close(), s.rdb.Close())
 }
 
@@ -222,4 +270,20 @@ func (p redisPacer) Pace(ctx context.Context, interval, maxWait time.Duration) (
 		return wait, true, nil
 	}
 	return wait, false, err
+}
+
+// ledgerBacklog counts the entries in the ledger streams, read or not,
+// that no instance has moved to PostgreSQL yet; -1 if Redis does not say.
+func (s *sharedStore) ledgerBacklog() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n := int64(0)
+	for _, org := range append(slices.Clone(s.orgs), "") {
+		l, err := s.rdb.XLen(ctx, s.store.LedgerStream(org)).Result()
+		if err != nil {
+			return -1
+		}
+		n += l
+	}
+	return float64(n)
 }

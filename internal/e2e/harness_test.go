@@ -103,6 +103,8 @@ type setup struct {
 	upstreamExtra string
 	// topExtra is more top-level YAML.
 	topExtra string
+	// pgDSN, if set, is the PostgreSQL ledger (ledger_postgres).
+	pgDSN string
 }
 
 func startWith(t testing.TB, su setup) *harness {
@@ -135,6 +137,9 @@ func startWith(t testing.TB, su setup) *harness {
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
 	src = strings.Replace(src, "    api_key: upstream-secret\n", "    api_key: upstream-secret\n"+su.upstreamExtra, 1)
 	src = su.topExtra + src
+	if su.pgDSN != "" {
+		src = "ledger_postgres: ${PG}\n" + src
+	}
 	if su.redisAddr != "" {
 		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 1s\n    settle_timeout: 1s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
@@ -146,7 +151,7 @@ func startWith(t testing.TB, su setup) *harness {
 	}
 	for i := range max(su.instances, 1) {
 		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey),
-			"REDIS": su.redisAddr, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
+			"REDIS": su.redisAddr, "PG": su.pgDSN, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
 		cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 		if err != nil {
 			t.Fatal(err)

@@ -67,7 +67,14 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		user := c.Request().Header.Get(st.userHeader)
 		limits := pr.Limits(requestKey{User: user, Model: name, Route: p.cfg.Prefix, ID: id, IP: clientIP(c.Request(), st.trusted)})
 		est := budget.Amounts{Requests: st.cost(p.cfg.Prefix), Cost: p.max}
-		r, res, err := g.engine.Reserve(c.Request().Context(), limits, est)
+		e := &Entry{Time: time.Now(), RequestID: id, Org: pr.Org, Team: pr.Team, Key: pr.Key, User: user,
+			Route: p.cfg.Prefix, Model: name, Upstream: name, Usage: budget.Usage{Estimated: true},
+			Cost: p.max, Reserved: p.max, Served: true}
+		var pre *Entry
+		if g.engine.KeepsLedger() {
+			pre = new(*e)
+		}
+		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, est, pre)
 		if err != nil {
 			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
@@ -87,17 +94,18 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 		defer cancel()
-		outcome, serr := g.engine.Settle(ctx, r, actual)
+		e.Time, e.ReservationID = time.Now(), r.ID
+		e.Usage.Estimated, e.Cost, e.Served = estimated && served, actual.Cost, served
+		outcome, serr := g.engine.SettleEntry(ctx, r, actual, e)
 		if serr != nil {
 			g.log.Error("settling", "request_id", id, "reservation", r.ID, "err", serr)
 		}
 		if served {
 			g.metrics.SpendMicros.WithLabelValues(pr.Team, name).Add(float64(actual.Cost))
 		}
+		e.Outcome = outcome.String()
 		if f := g.ledger.Load(); f != nil {
-			(*f)(Entry{Time: time.Now(), RequestID: id, ReservationID: r.ID, Org: pr.Org, Team: pr.Team, Key: pr.Key,
-				Route: p.cfg.Prefix, Model: name, Upstream: name, Usage: budget.Usage{Estimated: estimated && served},
-				Cost: actual.Cost, Reserved: p.max, Served: served, Outcome: outcome.String()})
+			(*f)(*e)
 		}
 		g.log.Info("request", "request_id", id, "org", pr.Org, "team", pr.Team, "key", pr.Key, "route", p.cfg.Prefix,
 			"reservation", r.ID, "outcome", outcome.String(), "served", served, "units", units, "units_reported", reported,

@@ -50,6 +50,20 @@ type call struct {
 	// bypass names who skipped the limits (a signing service, or an
 	// unlimited key).
 	bypass string
+	// user is the end user the request was made for, if named.
+	user string
+}
+
+// entry is the ledger entry of cl as far as it is known before the
+// upstream answers: what the sweeper records if it is never settled.
+func (cl *call) entry() *Entry {
+	e := &Entry{Time: time.Now(), RequestID: cl.id, Org: cl.principal.Org, Team: cl.principal.Team, Key: cl.principal.Key,
+		User: cl.user, Route: cl.routePath, Model: cl.req.Model, Cost: cl.estimate.Cost, Reserved: cl.estimate.Cost,
+		ReservedTokens: cl.estimate.Tokens, Usage: budget.Usage{Estimated: true}, Served: true, Bypass: cl.bypass}
+	if cl.route != nil && len(cl.route.candidates) > 0 {
+		e.Upstream = cl.route.candidates[0].target.name
+	}
+	return e
 }
 
 // proxy is the request path for one endpoint: parse and estimate, reserve
@@ -75,6 +89,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		if user == "" {
 			user = cl.req.User
 		}
+		cl.user = user
 		limits := cl.principal.Limits(requestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
 			IP: clientIP(c.Request(), cl.settings.trusted)})
 		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
@@ -97,7 +112,11 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		cl.limits = limits
 		start := time.Now()
-		r, res, err := g.engine.Reserve(c.Request().Context(), limits, cl.estimate)
+		var pre *Entry
+		if g.engine.KeepsLedger() {
+			pre = cl.entry()
+		}
+		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
 		g.metrics.StoreLatency.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
 		if errors.Is(err, budget.ErrStoreUnavailable) {
 			g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
@@ -264,17 +283,22 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 		}
 		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: cl.estimate.Requests, Cost: cost}
 	}
+	e := cl.entry()
+	e.Time, e.Usage, e.Cost, e.Served, e.Degraded = time.Now(), u, actual.Cost, served, cl.degraded
+	e.Upstream = ""
+	if cl.served != nil {
+		e.Upstream = cl.served.target.name
+	}
 	var outcome budget.Outcome
-	var err error
-	resID := ""
 	if cl.reservation != nil {
-		resID = cl.reservation.ID
+		e.ReservationID = cl.reservation.ID
 		start := time.Now()
-		outcome, err = cl.engine.Settle(ctx, cl.reservation, actual)
+		var err error
+		outcome, err = cl.engine.SettleEntry(ctx, cl.reservation, actual, e)
 		g.metrics.StoreLatency.WithLabelValues("settle").Observe(time.Since(start).Seconds())
 		if err != nil {
 			g.metrics.StoreErrors.WithLabelValues("settle").Inc()
-			g.log.Error("settling", "request_id", cl.id, "reservation", resID, "err", err)
+			g.log.Error("settling", "request_id", cl.id, "reservation", e.ReservationID, "err", err)
 		}
 	}
 	if served {
@@ -282,20 +306,17 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	}
 	if cl.degraded != "" && served {
 		// Spend made while the store was away is charged to it when it
-		// answers again (the store spools it until then).
-		if err := g.engine.RecordUnreserved(ctx, cl.limits, actual); err != nil {
+		// answers again (the store spools it until then), with its ledger
+		// entry.
+		if err := g.engine.RecordUnreserved(ctx, cl.limits, actual, e); err != nil {
 			g.log.Error("recording spend made while the store was unavailable", "request_id", cl.id, "err", err)
 		}
 	}
+	e.Outcome = outcome.String()
 	if f := g.ledger.Load(); f != nil {
-		e := Entry{Time: time.Now(), RequestID: cl.id, ReservationID: resID, Org: cl.principal.Org, Team: cl.principal.Team,
-			Key: cl.principal.Key, Route: cl.routePath, Model: cl.req.Model, Usage: u, Cost: actual.Cost, Reserved: cl.estimate.Cost,
-			Served: served, Outcome: outcome.String(), Degraded: cl.degraded, Bypass: cl.bypass}
-		if cl.served != nil {
-			e.Upstream = cl.served.target.name
-		}
-		(*f)(e)
+		(*f)(*e)
 	}
+	resID := e.ReservationID
 	g.log.Info("request",
 		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
 		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,

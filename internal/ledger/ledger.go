@@ -1,17 +1,21 @@
-// Package ledger keeps every settlement durably: an append-only JSON-lines
-// file, written with group commit (each Append returns once its line is
-// fsync'd, many lines sharing one fsync), and read back for reports.
+// Package ledger keeps every settlement durably and reads it back for
+// reports: an append-only JSON-lines file, written with group commit (each
+// Append returns once its line is fsync'd, many lines sharing one fsync),
+// for the embedded store; a PostgreSQL table, fed from the Redis store's
+// ledger streams, in production.
 package ledger
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
 )
@@ -178,4 +182,23 @@ func Read(path string, fn func(budget.Entry) error) error {
 		}
 	}
 	return sc.Err()
+}
+
+// Source is a ledger reports read: the file, or PostgreSQL.
+type Source interface {
+	// Scan calls fn for every entry whose time is in [from, to).
+	Scan(ctx context.Context, from, to time.Time, fn func(budget.Entry) error) error
+}
+
+// FileSource is the ledger file at its path, as a Source.
+type FileSource string
+
+// Scan implements Source.
+func (path FileSource) Scan(_ context.Context, from, to time.Time, fn func(budget.Entry) error) error {
+	return Read(string(path), func(e budget.Entry) error {
+		if e.Time.Before(from) || !e.Time.Before(to) {
+			return nil
+		}
+		return fn(e)
+	})
 }

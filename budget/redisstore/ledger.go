@@ -1,0 +1,244 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// LedgerSink stores ledger entries durably, all or none. Delivery is at
+// least once, so it must store an entry id once however often it gets it.
+type LedgerSink func(ctx context.Context, entries []budget.Entry) error
+
+// ConsumerOptions tune ConsumeLedger.
+type ConsumerOptions struct {
+	// Group is the consumer group every instance joins (default
+	// "tollgate-ledger"): each stream entry goes to one of them.
+	Group string
+	// Name is this consumer's name in the group; keep it across restarts
+	// (the host name, by default) so a restarted instance finishes what it
+	// had read.
+	Name string
+	// Partitions are the partitions (orgs) whose streams are moved.
+	Partitions []string
+	// Batch is how many entries one sink call takes at most (default 256).
+	Batch int64
+	// Block is how long one read waits for new entries (default 1 s).
+	Block time.Duration
+	// ClaimIdle is how long an entry another consumer read stays unstored
+	// before this one takes it over (default 30 s): that consumer died.
+	ClaimIdle time.Duration
+	// Log receives failures; nil discards.
+	Log *slog.Logger
+	// Stored, if set, is told how many entries each sink call stored.
+	Stored func(n int)
+}
+
+// ConsumeLedger moves the ledger streams of opts.Partitions to sink until
+// ctx is done: read (as a member of a consumer group), store, then
+// acknowledge and delete. An entry is deleted only once sink took it, so a
+// sink or Redis outage delays the ledger and loses nothing; an entry read
+// by an instance that died is claimed by another after ClaimIdle.
+func (s *Store) ConsumeLedger(ctx context.Context, sink LedgerSink, opts ConsumerOptions) {
+	if opts.Group == "" {
+		opts.Group = "tollgate-ledger"
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = 256
+	}
+	if opts.Block <= 0 {
+		opts.Block = time.Second
+	}
+	if opts.ClaimIdle <= 0 {
+		opts.ClaimIdle = 30 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	var wg sync.WaitGroup
+	for _, p := range opts.Partitions {
+		c := &consumer{s: s, sink: sink, opts: opts, stream: s.LedgerStream(p)}
+		wg.Go(func() { c.run(ctx) })
+	}
+	wg.Wait()
+}
+
+// consumer moves one stream.
+type consumer struct {
+	s      *Store
+	sink   LedgerSink
+	opts   ConsumerOptions
+	stream string
+}
+
+func (c *consumer) run(ctx context.Context) {
+	rdb, ok := c.s.rdb.(redis.Cmdable)
+	if !ok {
+		c.opts.Log.Error("ledger: the Redis client cannot read streams")
+		return
+	}
+	backoff := newBackoff()
+	// "0": first what this consumer read before and never stored (it was
+	// restarted); ">" once that is done: new entries.
+	from := "0"
+	lastClaim := time.Time{}
+	for ctx.Err() == nil {
+		msgs, err := c.read(ctx, rdb, from, &lastClaim)
+		if err == nil && len(msgs) > 0 {
+			err = c.store(ctx, rdb, msgs)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			c.opts.Log.Warn("ledger: moving the stream", "stream", c.stream, "err", err)
+			backoff.wait(ctx)
+			from = "0" // what was read and not stored is this consumer's to retry
+			continue
+		case from == "0" && len(msgs) == 0:
+			from = ">"
+		}
+		backoff.reset()
+	}
+}
+
+// read returns the next entries to store: those of a dead consumer, every
+// ClaimIdle, else this consumer's own (from "0") or new ones (">").
+func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string, lastClaim *time.Time) ([]redis.XMessage, error) {
+	if err := rdb.XGroupCreateMkStream(ctx, c.stream, c.opts.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return nil, err
+	}
+	if time.Since(*lastClaim) >= c.opts.ClaimIdle {
+		msgs, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: c.stream, Group: c.opts.Group, Consumer: c.opts.Name,
+			MinIdle: c.opts.ClaimIdle, Start: "0-0", Count: c.opts.Batch}).Result()
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 {
+			return msgs, nil // claim again next round: there may be more
+		}
+		*lastClaim = time.Now()
+	}
+	block := c.opts.Block
+	if from == "0" {
+		block = -1 // no BLOCK: pending entries are there or not
+	}
+	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: c.opts.Group, Consumer: c.opts.Name,
+		Streams: []string{c.stream, from}, Count: c.opts.Batch, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// store hands msgs to the sink, then acknowledges and deletes them.
+func (c *consumer) store(ctx context.Context, rdb redis.Cmdable, msgs []redis.XMessage) error {
+	entries := make([]budget.Entry, 0, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+		e, err := decodeLedger(m)
+		if err != nil {
+			// Only a bug writes such an entry; keep its text in the log,
+			// where an operator can put it back.
+			c.opts.Log.Error("ledger: an unreadable stream entry", "stream", c.stream, "id", m.ID, "values", m.Values, "err", err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	if err := c.sink(ctx, entries); err != nil {
+		return err
+	}
+	if c.opts.Stored != nil {
+		c.opts.Stored(len(entries))
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAck(ctx, c.stream, c.opts.Group, ids...)
+		p.XDel(ctx, c.stream, ids...)
+		return nil
+	})
+	// If this fails the entries are stored and still pending: the next
+	// delivery finds them stored already.
+	return err
+}
+
+// decodeLedger reads one stream entry: the entry the gateway wrote ("r")
+// and how it was resolved ("o").
+func decodeLedger(m redis.XMessage) (budget.Entry, error) {
+	var e budget.Entry
+	raw, _ := m.Values["r"].(string)
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return e, err
+	}
+	switch o, _ := m.Values["o"].(string); o {
+	case "1", "4":
+		e.Outcome = budget.Settled.String()
+	case "3":
+		// The lease expired and the sweeper charged the reservation in
+		// full; the entry is the one made at reservation.
+		e.Outcome, e.Cost, e.Usage.Estimated = budget.Expired.String(), e.Reserved, true
+	default:
+		return e, errors.New("unknown outcome " + o)
+	}
+	if e.ID() == "req-" {
+		return e, errors.New("no id")
+	}
+	return e, nil
+}
+
+// backoff waits longer after each failure, up to 5 s.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{} }
+
+func (b *backoff) reset() { b.d = 0 }
+
+func (b *backoff) wait(ctx context.Context) {
+	b.d = min(max(2*b.d, 50*time.Millisecond), 5*time.Second)
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// LedgerStream is the key of partition's ledger stream.
+func (s *Store) LedgerStream(partition string) string { return s.tag(partition) + "ledger" }
+
+// LedgerBacklog returns the entries in partition's ledger stream: settled,
+// not yet moved to the durable ledger (some may be there already, not yet
+// acknowledged; the entry id tells). Unreadable entries are skipped.
+func (s *Store) LedgerBacklog(ctx context.Context, partition string) ([]budget.Entry, error) {
+	rdb, ok := s.rdb.(redis.Cmdable)
+	if !ok {
+		return nil, errors.New("redisstore: the Redis client cannot read streams")
+	}
+	var out []budget.Entry
+	for start := "-"; ; {
+		msgs, err := rdb.XRangeN(ctx, s.LedgerStream(partition), start, "+", 1000).Result()
+		if err != nil {
+			return nil, unavailable("reading the ledger stream", err)
+		}
+		for _, m := range msgs {
+			if e, err := decodeLedger(m); err == nil {
+				out = append(out, e)
+			}
+		}
+		if len(msgs) < 1000 {
+			return out, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}

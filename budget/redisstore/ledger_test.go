@@ -1,0 +1,157 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+)
+
+// sink is a ledger that keeps entries by id and fails while told to.
+type sink struct {
+	mu      sync.Mutex
+	entries map[string]budget.Entry
+	calls   int
+	fail    int // fail this many calls first
+}
+
+func (s *sink) store(_ context.Context, es []budget.Entry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail > 0 {
+		s.fail--
+		return errors.New("ledger down")
+	}
+	for _, e := range es {
+		s.entries[e.ID()] = e
+	}
+	return nil
+}
+
+func (s *sink) wait(t *testing.T, n int) map[string]budget.Entry {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		got := len(s.entries)
+		s.mu.Unlock()
+		if got >= n {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) != n {
+		t.Fatalf("the sink holds %d entries, want %d", len(s.entries), n)
+	}
+	return s.entries
+}
+
+func TestLedgerStreamSingleNode(t *testing.T) {
+	ledgerStream(t, redistest.Start(t).Client())
+}
+
+func TestLedgerStreamCluster(t *testing.T) {
+	ledgerStream(t, redistest.StartCluster(t, 3).Client(t))
+}
+
+// Every way spend lands writes exactly one ledger entry in the same script:
+// a settlement (not its replay), a lease the sweeper charges (at the
+// reservation, not the late settlement), spend made without a reservation.
+// The consumer moves them through sink failures and a dead consumer.
+func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
+	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
+	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Ledger: true, Partitions: []string{"acme", "beta"}})
+	e := budget.NewEngine(s, time.Minute)
+	short := budget.NewEngine(s, 50*time.Millisecond)
+	acme, beta := teamCeiling("acme", 10*budget.Dollar), teamCeiling("beta", 10*budget.Dollar)
+	entry := func(org string, reserved budget.Money) *budget.Entry {
+		return &budget.Entry{Time: time.Now(), RequestID: fmt.Sprintf("req-%s-%d", org, reserved), Org: org, Team: "t",
+			Key: "k", Model: "m", Cost: reserved, Reserved: reserved, Served: true, Usage: budget.Usage{Estimated: true}}
+	}
+
+	// Settled, then settled again: one entry, with the actual cost.
+	pre := entry("acme", 3000)
+	r1, _, err := e.ReserveFor(bg, []budget.Limit{acme}, budget.Amounts{Cost: 3000}, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := *pre
+	fin.Cost, fin.Usage = 1234, budget.Usage{InputTokens: 10, OutputTokens: 5}
+	for range 2 {
+		if _, err := e.SettleEntry(bg, r1, budget.Amounts{Cost: 1234}, &fin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Never settled: the sweeper charges the reservation and its entry.
+	r2, _, err := short.ReserveFor(bg, []budget.Limit{beta}, budget.Amounts{Cost: 7000}, entry("beta", 7000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n, err := s.Sweep(bg); err != nil || n != 1 {
+		t.Fatalf("swept %d, %v", n, err)
+	}
+	late := *entry("beta", 7000)
+	late.Cost = 10
+	if o, err := short.SettleEntry(bg, r2, budget.Amounts{Cost: 10}, &late); err != nil || o != budget.Expired {
+		t.Fatalf("late settlement: %v %v", o, err)
+	}
+	// Spend without a reservation (a request let through while the store
+	// was away).
+	un := entry("acme", 555)
+	if err := e.RecordUnreserved(bg, []budget.Limit{acme}, budget.Amounts{Cost: 555}, un); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]int64{"acme": 2, "beta": 1} {
+		if n, err := rdb.XLen(bg, s.LedgerStream(p)).Result(); err != nil || n != want {
+			t.Fatalf("stream %s holds %d entries (%v), want %d", p, n, err, want)
+		}
+	}
+
+	// A consumer that read the acme entries and died before storing them.
+	if err := rdb.XGroupCreateMkStream(bg, s.LedgerStream("acme"), "tollgate-ledger", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XReadGroup(bg, &redis.XReadGroupArgs{Group: "tollgate-ledger", Consumer: "dead",
+		Streams: []string{s.LedgerStream("acme"), ">"}, Count: 10}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sk := &sink{entries: map[string]budget.Entry{}, fail: 3}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.ConsumeLedger(ctx, sk.store, redisstore.ConsumerOptions{Name: "live", Partitions: []string{"acme", "beta"},
+			Block: 50 * time.Millisecond, ClaimIdle: 200 * time.Millisecond})
+	}()
+	got := sk.wait(t, 3)
+	cancel()
+	<-done
+
+	if g := got[r1.ID]; g.Cost != 1234 || g.Outcome != "settled" || g.Usage.InputTokens != 10 {
+		t.Errorf("settled entry %+v", g)
+	}
+	if g := got[r2.ID]; g.Cost != 7000 || g.Outcome != "expired" || !g.Usage.Estimated {
+		t.Errorf("expired entry %+v: want the reservation charged in full", g)
+	}
+	if g := got[un.ReservationID]; g.Cost != 555 || g.Outcome != "settled" || un.ReservationID == "" {
+		t.Errorf("unreserved entry %+v", g)
+	}
+	for _, p := range []string{"acme", "beta"} {
+		if n, _ := rdb.XLen(bg, s.LedgerStream(p)).Result(); n != 0 {
+			t.Errorf("stream %s still holds %d entries after they were stored", p, n)
+		}
+	}
+	if sk.calls < 4 {
+		t.Errorf("the sink was called %d times: its failures were not retried", sk.calls)
+	}
+}

@@ -1,5 +1,6 @@
 // Command tollgate is the gateway's command line: serve, check-config, keys,
-// demo and mock-upstream. It parses flags and wires; the work is elsewhere.
+// demo, mock-upstream, the admin API's report and ceiling, and ledger
+// reseed. It parses flags and wires; the work is elsewhere.
 package main
 
 import (
@@ -40,6 +41,9 @@ Usage:
                                         a team's budgets: configured, in force, remaining
   tollgate ceiling reset-period --org O --team T --name BUDGET
                                         start the current period over at zero spend (audited)
+  tollgate ledger reseed --config FILE [--dry-run]
+                                        rebuild this period's budget counters from the ledger
+                                        (after Redis lost its data); never lowers a counter
 `
 
 func main() {
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = report(args[1:], stdout)
 	case "ceiling":
 		err = ceiling(args[1:], stdout)
+	case "ledger":
+		err = ledgerCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -82,26 +82,31 @@ func (pl *policyLimit) resolve(k requestKey) (budget.Limit, bool) {
 
 // Limits returns every limit that applies to one request by this key.
 func (p *Principal) Limits(k requestKey) []budget.Limit {
-	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(p.perModel[k.Model]))
-	add := func(pl policyLimit) {
-		if l, ok := pl.resolve(k); ok {
+	pls := p.policyLimits(k)
+	out := make([]budget.Limit, 0, len(pls))
+	for i := range pls {
+		if l, ok := pls[i].resolve(k); ok {
 			out = append(out, l)
 		}
 	}
-	for _, pl := range p.fixed {
-		add(pl)
-	}
+	return out
+}
+
+// policyLimits are the key's limits completed with the request's user and
+// model, before each picks its bucket.
+func (p *Principal) policyLimits(k requestKey) []policyLimit {
+	out := slices.Clip(p.fixed)
 	if len(p.perUser) > 0 {
 		user := k.User
 		if user == "" {
 			user = "-" // requests that name no user share one bucket
 		}
 		for _, l := range p.perUser {
-			add(wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc)))
+			out = append(out, wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc)))
 		}
 	}
 	for _, l := range p.perModel[k.Model] {
-		add(wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, k.Model), p.loc)))
+		out = append(out, wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, k.Model), p.loc)))
 	}
 	return out
 }

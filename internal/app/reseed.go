@@ -1,0 +1,128 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
+)
+
+// Reseeded is one budget rebuilt from the ledger.
+type Reseeded struct {
+	Bucket string `json:"bucket"`
+	Period string `json:"period"`
+	Unit   string `json:"unit"`
+	// Ledger is the period's spend by the ledger; Was what the store held;
+	// Now what it holds after the reseed (the larger of the two).
+	Ledger int64 `json:"ledger"`
+	Was    int64 `json:"was"`
+	Now    int64 `json:"now"`
+}
+
+// ReseedReport is what Reseed did.
+type ReseedReport struct {
+	Budgets []Reseeded `json:"budgets"`
+	Entries int        `json:"entries"`
+	// FromStream counts entries taken from the Redis ledger streams that
+	// were not in PostgreSQL yet.
+	FromStream int `json:"from_stream"`
+	// Skipped names budgets the ledger cannot rebuild (split by client
+	// IP; keys no longer configured), with how many entries hit each.
+	Skipped map[string]int `json:"skipped,omitempty"`
+}
+
+// Reseed rebuilds the settled spend of every budget's current period from
+// the ledger, after the store lost it (a Redis restart without its data, a
+// lost snapshot): each budget's spend is raised to what the ledger says,
+// never lowered, so it is safe while the gateway serves (embedded store:
+// run it with the gateway stopped, it owns the snapshot). With dryRun the
+// store is only read.
+//
+// Every budget is counted as the request path charged it: the same
+// buckets, units, plans, time zones, key_by and shards, from this config.
+// Entries settled but not yet moved from Redis to PostgreSQL are read from
+// the ledger streams.
+func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
+	var src ledger.Source
+	switch {
+	case a.shared != nil && a.shared.pg != nil:
+		src = a.shared.pg
+	case a.cfg.LedgerPath != "":
+		src = ledger.FileSource(a.cfg.LedgerPath)
+	default:
+		return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")
+	}
+	charges, err := httpapi.NewCharges(a.cfg)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	rep := &ReseedReport{Skipped: map[string]int{}}
+	type total struct {
+		limit budget.Limit
+		sum   int64
+	}
+	totals := map[string]*total{}
+	seen := map[string]bool{}
+	add := func(e budget.Entry) error {
+		if seen[e.ID()] {
+			return nil
+		}
+		seen[e.ID()] = true
+		rep.Entries++
+		cs, skipped := charges.Of(e)
+		for _, s := range skipped {
+			rep.Skipped[s]++
+		}
+		for _, c := range cs {
+			l := c.Limit
+			// Only the period in force now: earlier ones are history.
+			if budget.PeriodID(l.Period, e.Time, l.Location) != budget.PeriodID(l.Period, now, l.Location) {
+				continue
+			}
+			k := l.Partition + "\x00" + l.Bucket
+			if totals[k] == nil {
+				totals[k] = &total{limit: l}
+			}
+			totals[k].sum += c.Amount
+		}
+		return nil
+	}
+	// Every current period began within the last 32 days.
+	if err := src.Scan(ctx, now.AddDate(0, 0, -32), now.Add(time.Hour), add); err != nil {
+		return nil, err
+	}
+	if a.shared != nil && a.shared.pg != nil {
+		for _, org := range append(slices.Clone(a.shared.orgs), "") {
+			backlog, err := a.shared.store.LedgerBacklog(ctx, org)
+			if err != nil {
+				return nil, err
+			}
+			before := rep.Entries
+			for _, e := range backlog {
+				_ = add(e)
+			}
+			rep.FromStream += rep.Entries - before
+		}
+	}
+	for _, t := range totals {
+		l := t.limit
+		r := Reseeded{Bucket: l.Bucket, Period: budget.PeriodID(l.Period, now, l.Location), Unit: l.Unit.String(), Ledger: t.sum}
+		raise := t.sum
+		if dryRun {
+			raise = 0 // raising to nothing changes nothing: a read
+		}
+		if r.Was, err = a.store.RaiseSpent(ctx, l, raise); err != nil {
+			return nil, err
+		}
+		r.Now = max(r.Was, raise)
+		rep.Budgets = append(rep.Budgets, r)
+	}
+	slices.SortFunc(rep.Budgets, func(x, y Reseeded) int { return strings.Compare(x.Bucket, y.Bucket) })
+	return rep, nil
+}

@@ -41,6 +41,10 @@ type Config struct {
 	// tollgate_ledger table (idempotent by id, at least once); reports read
 	// the table. Empty: none.
 	LedgerPostgres string `yaml:"ledger_postgres"`
+	// KeysPath is where the embedded store keeps API keys made through the
+	// admin API (JSON, hashes only). Empty: the admin API cannot make keys.
+	// With the Redis store they are kept in Redis.
+	KeysPath string `yaml:"keys_path"`
 	// AuditPath is the append-only file of admin changes (who, when, old,
 	// new). Empty: changes are logged only.
 	AuditPath string `yaml:"audit_path"`

@@ -71,6 +71,7 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
 	expand("ledger_path", &c.LedgerPath)
 	expand("ledger_postgres", &c.LedgerPostgres)
+	expand("keys_path", &c.KeysPath)
 	for i := range c.Alerts.Webhooks {
 		expand(fmt.Sprintf("alerts.webhooks.%d", i), &c.Alerts.Webhooks[i])
 	}

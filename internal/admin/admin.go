@@ -31,6 +31,7 @@ type API struct {
 	cfg    *config.Config
 	engine *budget.Engine
 	ledger ledger.Source
+	keys   KeyManager // nil: keys are config-only
 	log    *slog.Logger
 	tokens map[[32]byte]config.AdminToken
 
@@ -71,6 +72,9 @@ func (a *API) Mount(e *echo.Echo) {
 	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
 	g.POST("/ceilings/reset", a.resetPeriod, a.allow("admin", "finance"))
 	g.GET("/audit", a.audit, a.allow("admin", "finance"))
+	g.POST("/keys", a.createKey, a.allow("admin"))
+	g.GET("/keys", a.listKeys, a.allow("admin"))
+	g.DELETE("/keys/:org/:id", a.revokeKey, a.allow("admin"))
 }
 
 const tokenKey = "tollgate.admin"

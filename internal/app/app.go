@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
@@ -40,8 +41,13 @@ type App struct {
 	engine  *budget.Engine
 	gateway *httpapi.Gateway
 	reg     *prometheus.Registry
-	ledger  *ledger.File // nil without ledger_path
+	ledger  *ledger.File        // nil without ledger_path
+	keys    httpapi.KeyRegistry // run-time API keys, or nil
 }
+
+// keyRefreshInterval bounds how long a key revoked on another instance
+// keeps working here.
+const keyRefreshInterval = time.Second
 
 // New wires a gateway for cfg.
 func New(cfg *config.Config, log *slog.Logger) (*App, error) {
@@ -107,6 +113,18 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		opts.Fallback = budget.NewEngine(local, cfg.Lease)
 		opts.Pacer = func(upstream string) queue.Pacer { return redisPacer{a.shared.store, upstream} }
 	}
+	switch {
+	case a.shared != nil:
+		a.keys = keyreg.NewRedis(a.shared.rdb, cfg.Store.Redis.Prefix)
+	case cfg.KeysPath != "":
+		reg, err := keyreg.OpenFile(cfg.KeysPath)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		a.keys = reg
+	}
+	opts.Keys = a.keys
 	gw, err := httpapi.New(cfg, opts)
 	if err != nil {
 		a.Close()
@@ -127,6 +145,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		})
 	}
 	api := admin.New(cfg, a.engine, log)
+	if a.keys != nil {
+		api.WithKeys(gw)
+	}
 	if a.shared != nil && a.shared.pg != nil {
 		api.WithLedger(a.shared.pg)
 	}
@@ -237,6 +258,9 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 	}
 	if a.shared != nil {
 		wg.Go(func() { a.shared.run(ctx) })
+	}
+	if a.keys != nil {
+		wg.Go(func() { a.gateway.RunKeyRefresh(ctx, keyRefreshInterval) })
 	}
 	return func() {
 		cancel()

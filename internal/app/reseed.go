@@ -57,7 +57,7 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 	default:
 		return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")
 	}
-	charges, err := httpapi.NewCharges(a.cfg)
+	charges, err := httpapi.NewCharges(a.cfg, a.gateway.RuntimeKeys())
 	if err != nil {
 		return nil, err
 	}

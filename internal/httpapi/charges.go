@@ -24,15 +24,26 @@ type Charges struct {
 	routeCosts map[string]int64
 }
 
-// NewCharges compiles c's keys.
-func NewCharges(c *config.Config) (*Charges, error) {
-	d, err := newDirectory(c)
+// NewCharges compiles c's keys and the run-time ones (revoked keys too:
+// their spend this period still counts).
+func NewCharges(c *config.Config, runtime []RuntimeKey) (*Charges, error) {
+	d, err := newDirectory(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	all := slices.Clone(runtime)
+	for i := range all {
+		all[i].RevokedAt = nil
+	}
+	rd, err := compileKeys(c, all)
 	if err != nil {
 		return nil, err
 	}
 	ch := &Charges{byKey: map[[2]string]*Principal{}, routeCosts: c.RouteCosts}
-	for _, p := range d.byHash {
-		ch.byKey[[2]string{p.Org, p.Key}] = p
+	for _, dir := range []*directory{d, rd} {
+		for _, p := range dir.byHash {
+			ch.byKey[[2]string{p.Org, p.Key}] = p
+		}
 	}
 	return ch, nil
 }

@@ -136,8 +136,10 @@ func (d *directory) lookup(plain string) (*Principal, bool) {
 	return p, true
 }
 
-// newDirectory resolves every key of c.
-func newDirectory(c *config.Config) (*directory, error) {
+// newDirectory resolves every key of c: the config's own, or (extra not
+// nil) only the keys extra gives each org/team instead — run-time keys,
+// compiled with the limits of the team they belong to.
+func newDirectory(c *config.Config, extra map[[2]string][]config.Key) (*directory, error) {
 	d := &directory{byHash: map[[32]byte]*Principal{}}
 	for _, o := range c.Orgs {
 		loc, err := OrgLocation(c, o)
@@ -147,7 +149,11 @@ func newDirectory(c *config.Config) (*directory, error) {
 		orgLimits := compileLimits(o.Limits, budget.ScopeOrg, bucketPath(o.ID), loc)
 		for _, t := range o.Teams {
 			teamLimits := compileLimits(withPlan(c.Plans[t.Plan], t.Limits), budget.ScopeTeam, bucketPath(o.ID, t.ID), loc)
-			for _, k := range t.Keys {
+			keys := t.Keys
+			if extra != nil {
+				keys = extra[[2]string{o.ID, t.ID}]
+			}
+			for _, k := range keys {
 				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited}
 				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
 				if err != nil || len(raw) != 32 {

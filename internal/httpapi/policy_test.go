@@ -42,7 +42,7 @@ func directoryOf(t *testing.T, src string) (*config.Config, *directory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDirectory(c)
+	d, err := newDirectory(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,8 @@ type Gateway struct {
 	settings atomic.Pointer[settings]
 
 	ledger    atomic.Pointer[func(Entry)]
+	keys      KeyRegistry // run-time API keys, or nil
+	keySet    atomic.Pointer[keySet]
 	alerts    *alerter
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
@@ -56,6 +58,7 @@ type Gateway struct {
 
 // settings is everything the gateway derives from a config.
 type settings struct {
+	cfg        *config.Config
 	dir        *directory
 	models     map[string]*modelRoute
 	modelNames []string
@@ -151,6 +154,9 @@ type Options struct {
 	// Pacer, if set, returns the shared drain of an upstream's queue (all
 	// instances together keep its rate); nil paces each instance alone.
 	Pacer func(upstream string) queue.Pacer
+	// Keys holds API keys made at run time (the admin API); nil: config
+	// keys only.
+	Keys KeyRegistry
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -173,6 +179,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		gatherer:  opts.Gatherer,
 		transport: opts.Transport,
 		pacer:     opts.Pacer,
+		keys:      opts.Keys,
 		upstreams: map[string]*upstreamState{},
 	}
 	st, err := g.newSettings(c)
@@ -180,6 +187,13 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.settings.Store(st)
+	if opts.Keys != nil {
+		if err := g.RefreshKeys(context.Background()); err != nil {
+			// Start anyway: config keys work, run-time ones from the
+			// first refresh that reads them.
+			g.log.Warn("reading API keys from the registry", "err", err)
+		}
+	}
 	if len(c.Alerts.Webhooks) > 0 {
 		g.alerts = &alerter{g: g, thresholds: c.Alerts.Thresholds, webhooks: c.Alerts.Webhooks,
 			client: &http.Client{Timeout: 10 * time.Second}, fired: map[string]bool{}}
@@ -195,11 +209,12 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 
 // newSettings derives the gateway's settings from c, loading tokenizers.
 func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
-	dir, err := newDirectory(c)
+	dir, err := newDirectory(c, nil)
 	if err != nil {
 		return nil, err
 	}
 	st := &settings{
+		cfg:           c,
 		dir:           dir,
 		models:        map[string]*modelRoute{},
 		maxBody:       c.MaxBodyBytes,
@@ -293,6 +308,12 @@ func (g *Gateway) Reload(c *config.Config) error {
 	}
 	if old := g.settings.Load(); old.fixed != st.fixed {
 		return errors.New("httpapi: listen addresses and the store cannot change at run time; restart to apply them")
+	}
+	if ks := g.keySet.Load(); ks != nil {
+		// Run-time keys take the limits of their team as the new config has them.
+		if err := g.compileKeySet(ks.version, ks.keys, c); err != nil {
+			return err
+		}
 	}
 	g.settings.Store(st)
 	return nil
@@ -411,6 +432,11 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return g.authFailed(c, st, errNoKey)
 		}
 		p, ok := st.dir.lookup(key)
+		if !ok {
+			if ks := g.keySet.Load(); ks != nil {
+				p, ok = ks.dir.lookup(key)
+			}
+		}
 		if !ok {
 			return g.authFailed(c, st, errBadKey)
 		}

@@ -1,0 +1,98 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+)
+
+// KeyManager makes, lists and revokes API keys (the gateway).
+type KeyManager interface {
+	CreateKey(ctx context.Context, k httpapi.RuntimeKey) (string, httpapi.RuntimeKey, error)
+	RevokeKey(ctx context.Context, org, id, by string) (httpapi.RuntimeKey, bool, error)
+	ListKeys(org, team string) []httpapi.KeyView
+}
+
+// WithKeys lets the API manage keys through km.
+func (a *API) WithKeys(km KeyManager) *API {
+	a.keys = km
+	return a
+}
+
+type keyRequest struct {
+	Org    string   `json:"org"`
+	Team   string   `json:"team"`
+	ID     string   `json:"id"`
+	Models []string `json:"models"`
+	Plan   string   `json:"plan"`
+}
+
+// createKey answers POST /admin/v1/keys {org, team, id, models?, plan?}
+// with the plain key, shown this once. Audited (never the key).
+func (a *API) createKey(c echo.Context) error {
+	var req keyRequest
+	if err := c.Bind(&req); err != nil || req.Org == "" || req.Team == "" || req.ID == "" {
+		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, id} and optionally models and plan.")
+	}
+	if a.keys == nil {
+		return fail(c, http.StatusConflict, "keys_not_configured", "This gateway keeps no run-time keys: set keys_path (embedded store) or use the Redis store.")
+	}
+	plain, k, err := a.keys.CreateKey(c.Request().Context(), httpapi.RuntimeKey{Org: req.Org, Team: req.Team, ID: req.ID,
+		Models: req.Models, Plan: req.Plan, CreatedBy: caller(c).Name})
+	switch {
+	case errors.Is(err, httpapi.ErrNoTeam):
+		return fail(c, http.StatusNotFound, "not_found", "No such org or team.")
+	case errors.Is(err, httpapi.ErrKeyExists):
+		return fail(c, http.StatusConflict, "key_exists", "The org already has a key with this id.")
+	case errors.Is(err, httpapi.ErrBadKey):
+		return fail(c, http.StatusBadRequest, "bad_key", err.Error())
+	case err != nil:
+		return err
+	}
+	view := map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "models": k.Models, "plan": k.Plan}
+	if err := a.record(auditEntry{Time: k.CreatedAt, Who: caller(c).Name, Action: "create_key", Target: k.Org + "/" + k.ID, New: view}); err != nil {
+		a.log.Error("writing the audit trail", "err", err)
+		return err
+	}
+	view["key"], view["created_at"], view["created_by"] = plain, k.CreatedAt, k.CreatedBy
+	return c.JSON(http.StatusCreated, view)
+}
+
+// listKeys answers GET /admin/v1/keys[?org=O[&team=T]]: config keys and
+// run-time keys (revoked ones with when and by whom), never hashes.
+func (a *API) listKeys(c echo.Context) error {
+	if a.keys == nil {
+		return c.JSON(http.StatusOK, []httpapi.KeyView{})
+	}
+	return c.JSON(http.StatusOK, a.keys.ListKeys(c.QueryParam("org"), c.QueryParam("team")))
+}
+
+// revokeKey answers DELETE /admin/v1/keys/{org}/{id}. Revoking again
+// answers the first revocation. Audited.
+func (a *API) revokeKey(c echo.Context) error {
+	if a.keys == nil {
+		return fail(c, http.StatusNotFound, "not_found", "No such key.")
+	}
+	org, id := c.Param("org"), c.Param("id")
+	k, now, err := a.keys.RevokeKey(c.Request().Context(), org, id, caller(c).Name)
+	switch {
+	case errors.Is(err, httpapi.ErrNoKey):
+		return fail(c, http.StatusNotFound, "not_found", "No such key.")
+	case errors.Is(err, httpapi.ErrConfigKey):
+		return fail(c, http.StatusConflict, "key_in_config", "The key is in the config file: remove it there and reload.")
+	case err != nil:
+		return err
+	}
+	if now {
+		if err := a.record(auditEntry{Time: *k.RevokedAt, Who: caller(c).Name, Action: "revoke_key", Target: org + "/" + id,
+			Old: "active", New: "revoked"}); err != nil {
+			a.log.Error("writing the audit trail", "err", err)
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "revoked_at": k.RevokedAt, "revoked_by": k.RevokedBy})
+}

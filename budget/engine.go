@@ -115,14 +115,15 @@ func (e *Engine) KeepsLedger() bool {
 	return ok && o.KeepsLedger()
 }
 
-// SettleEntry is Settle that hands entry to a store that keeps the ledger
-// (KeepsLedger), to be written with the settlement; otherwise entry is
-// ignored and the caller records it.
+// SettleEntry is Settle that hands entry (its ReservationID set to r's) to
+// a store that keeps the ledger (KeepsLedger), to be written with the
+// settlement; otherwise entry is ignored and the caller records it.
 func (e *Engine) SettleEntry(ctx context.Context, r *Reservation, actual Amounts, entry *Entry) (Outcome, error) {
 	o, ok := e.store.(Outbox)
 	if !ok || !o.KeepsLedger() || entry == nil {
 		return e.Settle(ctx, r, actual)
 	}
+	entry.ReservationID = r.ID
 	out, err := o.SettleEntry(ctx, r.ID, actual, entry)
 	if err != nil {
 		return out, fmt.Errorf("settling %s: %w", r.ID, err)

@@ -105,3 +105,36 @@ func BenchmarkReserveSettle(b *testing.B) {
 		}
 	})
 }
+
+// benchEntry is a ledger entry of typical size.
+func benchEntry() *budget.Entry {
+	return &budget.Entry{Time: time.Now(), RequestID: "B6YQ2S7GZ4XKJQ3MNT5W", Org: "acme", Team: "ml", Key: "k1", User: "user-1234",
+		Route: "/v1/chat/completions", Model: "gpt-4o-mini", Upstream: "openai", Usage: budget.Usage{InputTokens: 1234, OutputTokens: 321},
+		Cost: 378, Reserved: 9_999, ReservedTokens: 17_618, Served: true}
+}
+
+// BenchmarkReserveSettleLedger is BenchmarkReserveSettle with the ledger
+// outbox on: the reservation carries its provisional entry and the
+// settlement appends the final one to the ledger stream (nobody consumes
+// it here).
+//
+//	go test -run XXX -bench ReserveSettleLedger -cpu 1,64 ./budget/redisstore/
+func BenchmarkReserveSettleLedger(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+	defer rdb.Close()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second, Ledger: true}), time.Minute)
+	limits := requestLimits()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, _, err := e.ReserveFor(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10}, benchEntry())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.SettleEntry(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}, benchEntry()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

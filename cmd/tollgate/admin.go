@@ -155,11 +155,12 @@ func adminJSON(method, base, token, path string, in, out any) error {
 }
 
 // budgetFlags are the flags naming one budget.
-func budgetFlags(fs *flag.FlagSet) (org, team, name *string) {
+func budgetFlags(fs *flag.FlagSet) (org, team, key, name *string) {
 	org = fs.String("org", "", "org id")
 	team = fs.String("team", "", "team id (empty: the org's own budget)")
+	key = fs.String("key", "", "key id: the key's own budget")
 	name = fs.String("name", "", "budget name")
-	return org, team, name
+	return org, team, key, name
 }
 
 // ceilingShow prints a team's (or an org's) budgets as a table.
@@ -168,12 +169,16 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	base, token := adminFlags(fs)
 	org := fs.String("org", "", "org id")
 	team := fs.String("team", "", "team id (empty: the org's own budgets)")
+	key := fs.String("key", "", "key id: the key's own budgets")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	q := url.Values{"org": {*org}}
 	if *team != "" {
 		q.Set("team", *team)
+	}
+	if *key != "" {
+		q.Set("key", *key)
 	}
 	var out struct {
 		Budgets []admin.CeilingView `json:"budgets"`
@@ -200,7 +205,7 @@ func ceilingShow(args []string, stdout io.Writer) error {
 func ceilingResetPeriod(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling reset-period", flag.ContinueOnError)
 	base, token := adminFlags(fs)
-	org, team, name := budgetFlags(fs)
+	org, team, key, name := budgetFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -211,7 +216,7 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 		Remaining   int64  `json:"remaining"`
 	}
 	if err := adminJSON(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset",
-		map[string]string{"org": *org, "team": *team, "name": *name}, &out); err != nil {
+		map[string]string{"org": *org, "team": *team, "key": *key, "name": *name}, &out); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s %s: spent %d → 0 (remaining %d)\n", out.Budget, out.Period, out.SpentBefore, out.Remaining)
@@ -222,7 +227,7 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
-	org, team, name := budgetFlags(fs)
+	org, team, key, name := budgetFlags(fs)
 	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
@@ -237,7 +242,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 		Until     *time.Time `json:"until"`
 	}
 	if err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
-		map[string]string{"org": *org, "team": *team, "name": *name, "amount": *amount, "for": *dur, "until": *until}, &out); err != nil {
+		map[string]string{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until}, &out); err != nil {
 		return err
 	}
 	lapses := ""

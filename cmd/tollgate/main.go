@@ -35,9 +35,9 @@ Usage:
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
   tollgate report --month 2026-11 --by team,model --format table|csv|json
                                         a spend report from a gateway's admin API
-  tollgate ceiling set --org O --team T --name BUDGET --amount '$1200'|reset [--for 72h|--until T]
+  tollgate ceiling set --org O [--team T|--key K] --name BUDGET --amount '$1200'|reset [--for 72h|--until T]
                                         change a budget at run time (audited)
-  tollgate ceiling show --org O [--team T]
+  tollgate ceiling show --org O [--team T|--key K]
                                         a team's budgets: configured, in force, remaining
   tollgate ceiling reset-period --org O --team T --name BUDGET
                                         start the current period over at zero spend (audited)

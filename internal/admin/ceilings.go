@@ -13,13 +13,14 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 )
 
-// ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (or
-// an org's, without team) by name, its new amount — µ$ or "$1200" — or
+// ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (an
+// org's, without team; a key's, with key) by name, its new amount — µ$ or "$1200" — or
 // "reset" to go back to the configured one — for good, or until an RFC 3339
 // time or for a duration ("72h"), after which the configured amount is back.
 type ceilingChange struct {
 	Org    string `json:"org"`
 	Team   string `json:"team"`
+	Key    string `json:"key"`
 	Name   string `json:"name"`
 	Amount string `json:"amount"`
 	Until  string `json:"until"`
@@ -46,7 +47,7 @@ func (a *API) setCeiling(c echo.Context) error {
 	if err := c.Bind(&req); err != nil || req.Org == "" || req.Name == "" || req.Amount == "" {
 		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name, amount}.")
 	}
-	l, ok := a.findBudget(req.Org, req.Team, req.Name)
+	l, ok := a.findBudget(req.Org, req.Team, req.Key, req.Name)
 	if !ok {
 		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
 	}
@@ -99,7 +100,7 @@ func (a *API) resetPeriod(c echo.Context) error {
 	if err := c.Bind(&req); err != nil || req.Org == "" || req.Name == "" {
 		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name}.")
 	}
-	l, ok := a.findBudget(req.Org, req.Team, req.Name)
+	l, ok := a.findBudget(req.Org, req.Team, req.Key, req.Name)
 	if !ok {
 		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
 	}
@@ -119,9 +120,9 @@ func (a *API) resetPeriod(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "period": period, "spent_before": was, "remaining": st[0].Remaining})
 }
 
-// findBudget locates a configured budget limit of an org or a team.
-func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
-	limits, _ := a.budgets(org, team)
+// findBudget locates a configured budget limit of an org, a team or a key.
+func (a *API) findBudget(org, team, key, name string) (budget.Limit, bool) {
+	limits, _, _ := a.budgets(org, team, key)
 	for _, l := range limits {
 		if l.Name == name {
 			return l, true
@@ -130,12 +131,28 @@ func (a *API) findBudget(org, team, name string) (budget.Limit, bool) {
 	return budget.Limit{}, false
 }
 
-// budgets lists the budget limits of an org (team empty) or of one of its
-// teams, compiled as the request path compiles them; false if there is no
-// such org or team.
-func (a *API) budgets(org, team string) ([]budget.Limit, bool) {
-	limits, ok := httpapi.ScopeLimits(a.cfg, org, team)
-	return slices.DeleteFunc(limits, func(l budget.Limit) bool { return l.Kind != budget.Ceiling }), ok
+// budgets lists the budget limits of an org (team and key empty), of one
+// of its teams, or of one key (team, if given, must be the key's), compiled
+// as the request path compiles them, with the team they belong to (the
+// key's, for a key); false if there is no such org, team or key.
+func (a *API) budgets(org, team, key string) ([]budget.Limit, string, bool) {
+	var limits []budget.Limit
+	ok := false
+	if key == "" {
+		limits, ok = httpapi.ScopeLimits(a.cfg, org, team)
+	} else {
+		var runtime []httpapi.RuntimeKey
+		if a.keys != nil {
+			runtime = a.keys.RuntimeKeys()
+		}
+		var keyTeam string
+		limits, keyTeam, ok = httpapi.KeyLimits(a.cfg, org, key, runtime)
+		if ok && team != "" && team != keyTeam {
+			return nil, "", false
+		}
+		team = keyTeam
+	}
+	return slices.DeleteFunc(limits, func(l budget.Limit) bool { return l.Kind != budget.Ceiling }), team, ok
 }
 
 // CeilingView is one budget as GET /admin/v1/ceilings shows it.
@@ -154,20 +171,20 @@ type CeilingView struct {
 	ResetsAt      time.Time  `json:"resets_at"`
 }
 
-// ceilings answers GET /admin/v1/ceilings?org=O[&team=T]: every budget of
-// the org (or of one team) with its configured amount, the amount in force
+// ceilings answers GET /admin/v1/ceilings?org=O[&team=T][&key=K]: every
+// budget of the org (or of one team, or one key) with its configured amount, the amount in force
 // (a run-time ceiling, if one is set), what is left of it (settled and
 // reserved spend taken off) and when the period ends, in the budget's time
 // zone. Spend itself is read from /reports, which the ledger backs. A
 // viewer sees only its own teams; any other is a uniform 404.
 func (a *API) ceilings(c echo.Context) error {
-	org, team := c.QueryParam("org"), c.QueryParam("team")
+	org, team, key := c.QueryParam("org"), c.QueryParam("team"), c.QueryParam("key")
 	if org == "" {
-		return fail(c, http.StatusBadRequest, "bad_request", "Give ?org= (and &team= for a team's budgets).")
+		return fail(c, http.StatusBadRequest, "bad_request", "Give ?org= (and &team= for a team's budgets, &key= for a key's).")
 	}
-	limits, ok := a.budgets(org, team)
+	limits, team, ok := a.budgets(org, team, key)
 	if !ok || !sees(caller(c), org, team) {
-		return fail(c, http.StatusNotFound, "not_found", "No such org or team.")
+		return fail(c, http.StatusNotFound, "not_found", "No such org, team or key.")
 	}
 	statuses, err := a.engine.Peek(c.Request().Context(), limits)
 	if err != nil {
@@ -189,5 +206,9 @@ func (a *API) ceilings(c echo.Context) error {
 			out[i].OverrideUntil = &u
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"org": org, "team": team, "budgets": out})
+	view := map[string]any{"org": org, "team": team, "budgets": out}
+	if key != "" {
+		view["key"] = key
+	}
+	return c.JSON(http.StatusOK, view)
 }

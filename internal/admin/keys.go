@@ -15,6 +15,7 @@ type KeyManager interface {
 	CreateKey(ctx context.Context, k httpapi.RuntimeKey) (string, httpapi.RuntimeKey, error)
 	RevokeKey(ctx context.Context, org, id, by string) (httpapi.RuntimeKey, bool, error)
 	ListKeys(org, team string) []httpapi.KeyView
+	RuntimeKeys() []httpapi.RuntimeKey
 }
 
 // WithKeys lets the API manage keys through km.

@@ -141,7 +141,7 @@ func (a *API) page(c echo.Context) error {
 				continue
 			}
 			bar := teamBar{Org: o.ID, Team: tm.ID, Spent: spent[id]}
-			limits, _ := a.budgets(o.ID, tm.ID)
+			limits, _, _ := a.budgets(o.ID, tm.ID, "")
 			for _, b := range limits {
 				if b.Unit == budget.Microdollars && b.Period == budget.Month {
 					if st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{b}); err == nil {

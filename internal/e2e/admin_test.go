@@ -53,7 +53,7 @@ orgs:
     teams:
       - id: ml
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `", limits: [{name: key-usd-day, kind: budget, unit: usd, amount: "$2", period: day}]}]
       - id: search
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
         keys: [{id: s1, hash: "` + httpapi.HashKey(searchKey) + `"}]
@@ -127,6 +127,12 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		{"ceilings without an org", "GET", url + "/admin/v1/ceilings", financeToken, "", 400},
 		{"ceilings of a team that does not exist", "GET", url + "/admin/v1/ceilings?org=acme&team=nope", financeToken, "", 404},
 		{"finance reading any team", "GET", reports + "&team=acme/ml", financeToken, "", 200},
+		{"a viewer reading another team's key", "GET", url + "/admin/v1/ceilings?org=acme&key=k1", viewerToken, "", 404},
+		{"a viewer reading its own team's key", "GET", url + "/admin/v1/ceilings?org=acme&key=s1", viewerToken, "", 200},
+		{"a key under the wrong team", "GET", url + "/admin/v1/ceilings?org=acme&team=search&key=k1", financeToken, "", 404},
+		{"a key that does not exist", "GET", url + "/admin/v1/ceilings?org=acme&key=nope", financeToken, "", 404},
+		{"a viewer setting a key's budget", "PUT", url + "/admin/v1/ceilings", viewerToken, `{"org":"acme","key":"s1","name":"key-usd-day","amount":"$1"}`, 403},
+		{"a key budget that does not exist", "PUT", url + "/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"nope","amount":"$1"}`, 404},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if status, body := adminCall(t, tc.method, tc.path, tc.token, tc.body); status != tc.want {
@@ -241,6 +247,35 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	if _, ceilBody = adminCall(t, "GET", url+"/admin/v1/ceilings?org=acme&team=ml", financeToken, ""); !strings.Contains(ceilBody,
 		`"in_force":20000000,"overridden":true,"override_until":"`+temp.Until.UTC().Format(time.RFC3339Nano)+`"`) {
 		t.Fatalf("ceilings under the temporary raise: %s", ceilBody)
+	}
+	// A key's own budget: frozen, k1 is refused while its team has room;
+	// its ceilings read under its team; back to the configured amount.
+	chat := func() int {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1"}`); status != 200 ||
+		!strings.Contains(body, `"budget":"key:acme/k1:key-usd-day","new":1,"old":2000000`) {
+		t.Fatalf("freezing a key's budget: %d %s", status, body)
+	}
+	if got := chat(); got != 429 {
+		t.Fatalf("k1 under its frozen key budget: %d", got)
+	}
+	if _, body := adminCall(t, "GET", url+"/admin/v1/ceilings?org=acme&key=k1", financeToken, ""); !strings.Contains(body, `"team":"ml"`) ||
+		!strings.Contains(body, `"key":"k1"`) || !strings.Contains(body, `"configured":2000000,"in_force":1,"overridden":true`) {
+		t.Fatalf("a key's ceilings: %s", body)
+	}
+	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"reset"}`); status != 200 {
+		t.Fatalf("restoring a key's budget: %d %s", status, body)
+	}
+	if got := chat(); got != 200 {
+		t.Fatalf("k1 after its key budget was restored: %d", got)
 	}
 	// Starting ml's month over: audited with the spend it had.
 	status, body = adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`)

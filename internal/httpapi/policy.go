@@ -224,6 +224,42 @@ func ScopeLimits(c *config.Config, org, team string) ([]budget.Limit, bool) {
 	return nil, false
 }
 
+// KeyLimits compiles one key's own limits (not its team's or org's) as the
+// request path does, for a key in the config or one of runtime (revoked
+// keys included: their budgets still hold this period's spend). team is the
+// key's team; false if the org has no such key. Limits split per caller or
+// into shards are left out, as in ScopeLimits.
+func KeyLimits(c *config.Config, org, key string, runtime []RuntimeKey) (limits []budget.Limit, team string, ok bool) {
+	i := slices.IndexFunc(c.Orgs, func(o config.Org) bool { return o.ID == org })
+	if i < 0 {
+		return nil, "", false
+	}
+	o := c.Orgs[i]
+	var k config.Key
+	for _, t := range o.Teams {
+		if j := slices.IndexFunc(t.Keys, func(k config.Key) bool { return k.ID == key }); j >= 0 {
+			k, team, ok = t.Keys[j], t.ID, true
+		}
+	}
+	if !ok {
+		j := slices.IndexFunc(runtime, func(r RuntimeKey) bool { return r.Org == org && r.ID == key })
+		if j < 0 {
+			return nil, "", false
+		}
+		k, team = config.Key{ID: key, Plan: runtime[j].Plan}, runtime[j].Team
+	}
+	loc, err := OrgLocation(c, o)
+	if err != nil {
+		return nil, "", false
+	}
+	for _, l := range compileLimits(withPlan(c.Plans[k.Plan], k.Limits), budget.ScopeKey, bucketPath(o.ID, k.ID), loc) {
+		if len(l.keyBy) == 0 && l.shards <= 1 {
+			limits = append(limits, l.limit)
+		}
+	}
+	return limits, team, true
+}
+
 // withPlan returns a plan's limits overridden by explicit limits of the same
 // name, then the explicit ones.
 func withPlan(plan, own []config.Limit) []config.Limit {

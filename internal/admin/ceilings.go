@@ -108,6 +108,12 @@ func (a *API) resetPeriod(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The period's alerts fire again as spend climbs back.
+	for _, claim := range httpapi.AlertClaims(l, period, a.cfg.Alerts.Thresholds) {
+		if _, _, err := a.engine.ResetSpent(c.Request().Context(), claim); err != nil {
+			return err
+		}
+	}
 	if err := a.record(auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
 		Old: was, New: 0}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)

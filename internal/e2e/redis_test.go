@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -352,40 +353,53 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 8000, period: month}`,
 		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
-		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
+		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\nadmin_tokens: [{name: cfo, hash: \"" + httpapi.HashKey(financeToken) + "\", role: finance}]\n",
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	var wg sync.WaitGroup
-	for c := range 32 {
-		wg.Go(func() {
-			for i := c; i < 32*6; i += 32 {
-				body := `{"model":"test-model","max_tokens":20,"messages":[{"role":"user","content":"r` + strconv.Itoa(i) + `"}]}`
-				if _, _, _, err := send(client, h.urls[i%4], body); err != nil {
-					t.Error(err)
+	load := func() {
+		var wg sync.WaitGroup
+		for c := range 32 {
+			wg.Go(func() {
+				for i := c; i < 32*6; i += 32 {
+					body := `{"model":"test-model","max_tokens":20,"messages":[{"role":"user","content":"r` + strconv.Itoa(i) + `"}]}`
+					if _, _, _, err := send(client, h.urls[i%4], body); err != nil {
+						t.Error(err)
+					}
 				}
+			})
+		}
+		wg.Wait()
+	}
+	// want waits for n webhooks at 50 and 80 %, then for any duplicate.
+	want := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			mu.Lock()
+			done := got[80] >= n && got[50] >= n
+			mu.Unlock()
+			if done {
+				break
 			}
-		})
-	}
-	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+		}
+		time.Sleep(200 * time.Millisecond) // let any duplicate arrive
 		mu.Lock()
-		n80 := got[80]
-		mu.Unlock()
-		if n80 > 0 || time.Now().After(deadline) {
-			break
+		defer mu.Unlock()
+		if got[50] != n || got[80] != n {
+			t.Fatalf("webhooks by threshold: %v, want exactly %d each for 50 and 80", got, n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // let any duplicate arrive
-	mu.Lock()
-	defer mu.Unlock()
-	if got[50] != 1 || got[80] != 1 {
-		t.Fatalf("webhooks by threshold: %v, want exactly one each for 50 and 80", got)
-	}
-	for th, n := range got {
-		if n != 1 {
-			t.Fatalf("threshold %d sent %d webhooks", th, n)
+		for th, k := range got {
+			if k != n {
+				t.Fatalf("threshold %d sent %d webhooks, want %d", th, k, n)
+			}
 		}
 	}
+	load()
+	want(1)
+	// Finance starts the month over: as spend climbs again, each threshold
+	// fires once more, still once across the four instances.
+	if status, body := adminCall(t, "POST", h.urls[2]+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`); status != 200 {
+		t.Fatalf("reset: %d %s", status, body)
+	}
+	load()
+	want(2)
 }

@@ -1,12 +1,16 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
@@ -24,6 +28,7 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$100", period: month}`,
 		sim:        simulated.Options{ChunkDelay: time.Millisecond},
 		redisAddr:  srv.Addr, instances: 3, spoolDir: t.TempDir(), pgDSN: db.DSN,
+		topExtra: "admin_tokens: [{name: cfo, hash: \"" + httpapi.HashKey(financeToken) + "\", role: finance}]\n",
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	stop := make(chan struct{})
@@ -90,6 +95,23 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 	}
 	if refused.Load() == 0 {
 		t.Fatal("no request was refused: Redis was never seen down")
+	}
+	// Reports read PostgreSQL: JSON and CSV agree with the table.
+	month := time.Now().UTC().Format("2006-01")
+	status, body := adminCall(t, "GET", h.urls[1]+"/admin/v1/reports?month="+month+"&by=team,model", financeToken, "")
+	var rep struct {
+		Rows []struct {
+			Requests  int64 `json:"requests"`
+			USDMicros int64 `json:"usd_micros"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(body), &rep); status != 200 || err != nil || len(rep.Rows) != 1 ||
+		rep.Rows[0].USDMicros != sum || rep.Rows[0].Requests != servedRows {
+		t.Fatalf("report: %d %s, want %d requests, %d µ$", status, body, servedRows, sum)
+	}
+	status, csvBody := adminCall(t, "GET", h.urls[2]+"/admin/v1/reports?month="+month+"&by=team,model&format=csv", financeToken, "")
+	if status != 200 || !strings.Contains(csvBody, fmt.Sprintf(",%d,", sum)) {
+		t.Fatalf("CSV report: %d %s", status, csvBody)
 	}
 	t.Logf("%d served, %d refused while Redis was down, peak backlog %d; ledger %d rows = %d µ$ = Redis spent = upstream reported",
 		served.Load(), refused.Load(), backlog, rows, sum)

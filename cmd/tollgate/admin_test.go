@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,8 @@ func TestReportAndCeilingCommands(t *testing.T) {
 	defer up.Close()
 	src := `
 ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
-admin_tokens: [{name: cfo, hash: "` + httpapi.HashKey("tg-cfo") + `", role: finance}]
+keys_path: ` + filepath.Join(t.TempDir(), "keys.json") + `
+admin_tokens: [{name: cfo, hash: "` + httpapi.HashKey("tg-cfo") + `", role: finance}, {name: root, hash: "` + httpapi.HashKey("tg-root") + `", role: admin}]
 upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [m]}]
 models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
@@ -88,5 +90,42 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	}
 	if code := run(context.Background(), []string{"report", "--url", gw.URL, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Fatalf("a wrong token: %d %s", code, errOut.String())
+	}
+
+	// Keys made, listed and revoked from the command line (embedded store:
+	// the registry is keys_path).
+	chat := func(key string) int {
+		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	admin := []string{"--url", gw.URL, "--token", "tg-root"}
+	out.Reset()
+	if code := run(context.Background(), append([]string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "etl", "--models", "m"}, admin...), &out, &errOut); code != 0 {
+		t.Fatalf("keys create: %d %s", code, errOut.String())
+	}
+	key, _, _ := strings.Cut(strings.TrimPrefix(out.String(), "key: "), "\n")
+	if !strings.HasPrefix(key, "tg-") || chat(key) != 200 {
+		t.Fatalf("keys create printed %q", out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), append([]string{"keys", "list", "--org", "acme"}, admin...), &out, &errOut); code != 0 ||
+		!regexp.MustCompile(`acme\s+ml\s+etl\s+admin\s+m\s+\S+ by root\s+active`).MatchString(out.String()) ||
+		!regexp.MustCompile(`acme\s+ml\s+k\s+config`).MatchString(out.String()) {
+		t.Fatalf("keys list: %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), append([]string{"keys", "revoke", "--org", "acme", "--id", "etl"}, admin...), &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "acme/etl revoked at ") || chat(key) != 401 {
+		t.Fatalf("keys revoke: %d %q %s", code, out.String(), errOut.String())
+	}
+	if code := run(context.Background(), []string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "x", "--url", gw.URL, "--token", "tg-cfo"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "403") {
+		t.Fatalf("finance making a key: %d %s", code, errOut.String())
 	}
 }

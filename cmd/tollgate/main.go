@@ -31,6 +31,10 @@ Usage:
   tollgate serve --config FILE          run the gateway
   tollgate check-config FILE            validate a config file (exit 1 on errors)
   tollgate keys new                     make an API key and the hash for the config
+  tollgate keys create --org O --team T --id ID [--models a,b] [--plan P]
+                                        make a key on a running gateway (admin API; shown once)
+  tollgate keys list [--org O] [--team T]
+  tollgate keys revoke --org O --id ID  revoke a key made with keys create
   tollgate demo [--listen ADDR]         the gateway in front of a simulated OpenAI
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
   tollgate report --month 2026-11 --by team,model --format table|csv|json
@@ -161,8 +165,18 @@ func checkConfig(args []string, stdout io.Writer) error {
 func newKey() string { return "tg-" + rand.Text() }
 
 func keys(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "create":
+			return keysCreate(args[1:], stdout)
+		case "list":
+			return keysList(args[1:], stdout)
+		case "revoke":
+			return keysRevoke(args[1:], stdout)
+		}
+	}
 	if len(args) != 1 || args[0] != "new" {
-		return errors.New("usage: tollgate keys new")
+		return errors.New("usage: tollgate keys new | create --org O --team T --id ID [--models a,b] [--plan P] | list [--org O] [--team T] | revoke --org O --id ID")
 	}
 	key := newKey()
 	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, httpapi.HashKey(key), httpapi.HashKey(key))

@@ -25,6 +25,8 @@ type Store struct {
 	now  func() time.Time
 	path string // snapshot file; empty: no snapshots
 
+	onExpire func(budget.Entry)
+
 	mu    sync.Mutex
 	state state
 }
@@ -36,6 +38,8 @@ type ceilingUse struct{ Spent, Pending int64 }
 type openReservation struct {
 	Debits  []budget.Debit
 	Expires int64 // unix µs
+	// Entry is the ledger entry the sweeper hands to OnExpire.
+	Entry *budget.Entry `json:",omitempty"`
 }
 
 type closedReservation struct {
@@ -131,11 +135,17 @@ type Options struct {
 	// SnapshotPath is the file state is saved to and loaded from; empty
 	// means memory only.
 	SnapshotPath string
+	// OnExpire, if set, receives the ledger entry of every reservation the
+	// sweeper charges in full (one made with an Entry: its outcome
+	// "expired", its cost the reservation), after the charge: the ledger
+	// then holds what the counters were charged. The entry survives
+	// snapshots with its reservation.
+	OnExpire func(budget.Entry)
 }
 
 // New returns a store, loading the snapshot at opts.SnapshotPath if one exists.
 func New(opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState()}
+	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState(), onExpire: opts.OnExpire}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -167,7 +177,12 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if err != nil {
 		return res, err
 	}
-	s.state.open[r.ID] = openReservation{Debits: budget.Taken(r.Debits, res), Expires: now.Add(r.Lease).UnixMicro()}
+	open := openReservation{Debits: budget.Taken(r.Debits, res), Expires: now.Add(r.Lease).UnixMicro()}
+	if s.onExpire != nil && r.Entry != nil {
+		e := *r.Entry
+		open.Entry = &e
+	}
+	s.state.open[r.ID] = open
 	return res, nil
 }
 
@@ -222,6 +237,12 @@ func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) erro
 // amounts, and tombstones and full rate buckets past their use are dropped.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	now := s.now()
+	var expired []budget.Entry
+	defer func() {
+		for _, e := range expired {
+			s.onExpire(e) // outside the lock: it may write a file
+		}
+	}()
 	nowUs := now.UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,6 +255,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("memstore: sweeping %s: %w", id, err)
 		}
 		n++
+		if r.Entry != nil && s.onExpire != nil {
+			e := *r.Entry
+			e.ReservationID, e.Outcome, e.Cost, e.Usage.Estimated = id, budget.Expired.String(), e.Reserved, true
+			expired = append(expired, e)
+		}
 	}
 	for id, c := range s.state.closed {
 		if c.Forget <= nowUs {

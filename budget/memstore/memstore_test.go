@@ -108,3 +108,52 @@ func TestSnapshotRefusesUnknownVersion(t *testing.T) {
 		t.Fatal("a snapshot of an unknown version was loaded")
 	}
 }
+
+// A reservation's ledger entry survives a restart with it, and the sweeper
+// hands it over charged at the reservation, once.
+func TestSweptReservationReachesTheLedger(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := storetest.NewClock(storetest.Start)
+	ctx := context.Background()
+	var got []budget.Entry
+	open := func() *memstore.Store {
+		s, err := memstore.New(memstore.Options{Now: c.Now, SnapshotPath: path, OnExpire: func(e budget.Entry) { got = append(got, e) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s1 := open()
+	e1 := budget.NewEngine(s1, time.Minute)
+	pre := &budget.Entry{Time: c.Now(), RequestID: "req1", Org: "acme", Team: "ml", Key: "k1", Model: "m", Reserved: 1234, Cost: 1234, Served: true}
+	r, _, err := e1.ReserveFor(ctx, []budget.Limit{snapshotTeam}, budget.Amounts{Cost: 1234}, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled, _, err := e1.ReserveFor(ctx, []budget.Limit{snapshotTeam}, budget.Amounts{Cost: 99}, &budget.Entry{RequestID: "req2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e1.Settle(ctx, settled, budget.Amounts{Cost: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open()
+	c.Advance(2 * time.Minute)
+	for range 2 {
+		if _, err := s2.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d entries from the sweeper, want the one unsettled reservation's: %+v", len(got), got)
+	}
+	if e := got[0]; e.ReservationID != r.ID || e.Outcome != "expired" || e.Cost != 1234 || !e.Usage.Estimated || !e.Time.Equal(pre.Time) || e.Team != "ml" {
+		t.Fatalf("swept entry %+v", e)
+	}
+	if spent, _ := s2.Spent("team", "2026-11"); spent != 1234+50 {
+		t.Fatalf("spent %d, want the swept reservation and the settled request", spent)
+	}
+}

@@ -92,7 +92,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return 0
 		}))
 	default:
-		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath})
+		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath, OnExpire: a.recordExpired})
 		if err != nil {
 			return nil, fmt.Errorf("opening the embedded store: %w", err)
 		}
@@ -153,6 +153,17 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	gw.Mount(api.Mount)
 	return a, nil
+}
+
+// recordExpired writes the ledger entry of a reservation the embedded
+// store's sweeper charged in full (its gateway crashed before settling).
+func (a *App) recordExpired(e budget.Entry) {
+	if a.ledger == nil {
+		return
+	}
+	if err := a.ledger.Append(e); err != nil {
+		a.log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
+	}
 }
 
 // ready reports whether the gateway can serve: its store answers.

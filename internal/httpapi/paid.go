@@ -71,7 +71,7 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 			Route: p.cfg.Prefix, Model: name, Upstream: name, Usage: budget.Usage{Estimated: true},
 			Cost: p.max, Reserved: p.max, Served: true}
 		var pre *Entry
-		if g.engine.KeepsLedger() {
+		if g.engine.KeepsLedger() || g.ledger.Load() != nil {
 			pre = new(*e)
 		}
 		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, est, pre)
@@ -94,7 +94,7 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 		defer cancel()
-		e.Time, e.ReservationID = time.Now(), r.ID
+		e.ReservationID = r.ID
 		e.Usage.Estimated, e.Cost, e.Served = estimated && served, actual.Cost, served
 		outcome, serr := g.engine.SettleEntry(ctx, r, actual, e)
 		if serr != nil {

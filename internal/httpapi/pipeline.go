@@ -52,12 +52,16 @@ type call struct {
 	bypass string
 	// user is the end user the request was made for, if named.
 	user string
+	// reservedAt is when the budgets were charged: the time of the
+	// request's ledger entry, so the entry falls in the period its spend
+	// was charged to even when the answer ends in the next one.
+	reservedAt time.Time
 }
 
 // entry is the ledger entry of cl as far as it is known before the
 // upstream answers: what the sweeper records if it is never settled.
 func (cl *call) entry() *Entry {
-	e := &Entry{Time: time.Now(), RequestID: cl.id, Org: cl.principal.Org, Team: cl.principal.Team, Key: cl.principal.Key,
+	e := &Entry{Time: cl.reservedAt, RequestID: cl.id, Org: cl.principal.Org, Team: cl.principal.Team, Key: cl.principal.Key,
 		User: cl.user, Route: cl.routePath, Model: cl.req.Model, Cost: cl.estimate.Cost, Reserved: cl.estimate.Cost,
 		ReservedTokens: cl.estimate.Tokens, Usage: budget.Usage{Estimated: true}, Served: true, Bypass: cl.bypass}
 	if cl.route != nil && len(cl.route.candidates) > 0 {
@@ -112,8 +116,9 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		cl.limits = limits
 		start := time.Now()
+		cl.reservedAt = time.Now()
 		var pre *Entry
-		if g.engine.KeepsLedger() {
+		if g.engine.KeepsLedger() || g.ledger.Load() != nil {
 			pre = cl.entry()
 		}
 		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
@@ -284,7 +289,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: cl.estimate.Requests, Cost: cost}
 	}
 	e := cl.entry()
-	e.Time, e.Usage, e.Cost, e.Served, e.Degraded = time.Now(), u, actual.Cost, served, cl.degraded
+	e.Usage, e.Cost, e.Served, e.Degraded = u, actual.Cost, served, cl.degraded
 	e.Upstream = ""
 	if cl.served != nil {
 		e.Upstream = cl.served.target.name
@@ -307,7 +312,8 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	if cl.degraded != "" && served {
 		// Spend made while the store was away is charged to it when it
 		// answers again (the store spools it until then), with its ledger
-		// entry.
+		// entry, to the periods in force now.
+		e.Time = time.Now()
 		if err := g.engine.RecordUnreserved(ctx, cl.limits, actual, e); err != nil {
 			g.log.Error("recording spend made while the store was unavailable", "request_id", cl.id, "err", err)
 		}

@@ -137,6 +137,11 @@ type Limit struct {
 	// if it had been refused there), so a new limit can be tried on real
 	// traffic before it is enforced.
 	Shadow bool
+	// Meter makes a shadow budget a spend counter: it is charged what a
+	// request spends and never checked, so a store may skip it when
+	// reserving and only count it when settling (or when the sweeper
+	// charges the reservation). Reads (Peek) see its settled spend.
+	Meter bool
 	// Location is only read at reservation time, to find the period; it is
 	// not kept with an open reservation.
 	Location *time.Location `json:"-"`
@@ -173,6 +178,9 @@ func (l *Limit) Validate() error {
 	case Ceiling:
 		if l.Period != Day && l.Period != Month {
 			return fmt.Errorf("budget: budget %s: unknown period %v", l.Bucket, l.Period)
+		}
+		if l.Meter && !l.Shadow {
+			return fmt.Errorf("budget: meter %s must be a shadow budget: it never refuses", l.Bucket)
 		}
 	case Concurrency:
 		if l.Unit != Requests {

@@ -138,3 +138,32 @@ func BenchmarkReserveSettleLedger(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReserveSettleMeters is BenchmarkReserveSettle with the two
+// spend meters every gateway request also carries (shadow budgets for the
+// key × model's day and month).
+//
+//	go test -run XXX -bench ReserveSettleMeters -cpu 1,64 ./budget/redisstore/
+func BenchmarkReserveSettleMeters(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+	defer rdb.Close()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second}), time.Minute)
+	limits := requestLimits()
+	for _, p := range []budget.Period{budget.Day, budget.Month} {
+		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
+			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.Settle(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -346,7 +346,11 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 		case l.Kind == budget.Ceiling:
 			end := budget.PeriodEnd(l.Period, now, l.Location)
 			start := budget.PeriodStart(l.Period, now, l.Location)
-			args = append(args, "c", d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, shadowArg(l), ceilingRetention(l.Period).Milliseconds())
+			kind := "c"
+			if l.Meter {
+				kind = "m" // charged at settlement, never read here
+			}
+			args = append(args, kind, d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, shadowArg(l), ceilingRetention(l.Period).Milliseconds())
 		case l.Kind == budget.Concurrency:
 			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", shadowArg(l), (2*r.Lease + 24*time.Hour).Milliseconds())
 		default:

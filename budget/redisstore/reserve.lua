@@ -10,7 +10,8 @@
 -- ARGV[4]  number of debits n
 -- then 6 values per debit:
 --   kind ("r" token bucket, "c" ceiling or fixed window, "s" sliding
---   window, "g" sliding log, "n" concurrency),
+--   window, "g" sliding log, "n" concurrency, "m" meter: a ceiling key
+--   that is only recorded here and charged at settlement),
 --   amount (rate: cost in µs of the bucket; ceiling: units; concurrency: 1),
 --   capacity (rate: tolerance µs; ceiling: the ceiling; concurrency: slots),
 --   period start µs and end µs (ceiling; for "g" the window µs and 0;
@@ -52,11 +53,11 @@ for i = 1, n do
   starts[i], ends[i], names[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), ARGV[b + 6]
   shadows[i], expires[i] = ARGV[b + 7] == "1", tonumber(ARGV[b + 8])
   local k = kinds[i]
-  if (k ~= "r" and k ~= "c" and k ~= "s" and k ~= "g" and k ~= "n") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
+  if (k ~= "r" and k ~= "c" and k ~= "s" and k ~= "g" and k ~= "n" and k ~= "m") or not amounts[i] or amounts[i] < 0 or not caps[i] or caps[i] < 0
       or not starts[i] or not ends[i] or not expires[i] then
     return redis.error_reply("tollgate: reserve: bad debit " .. i)
   end
-  if (k == "c" or k == "s") and (now < starts[i] or now >= ends[i]) then
+  if (k == "c" or k == "s" or k == "m") and (now < starts[i] or now >= ends[i]) then
     return {-2, now}
   end
 end
@@ -115,10 +116,10 @@ for i = 1, n do
       if spent - freed + amounts[i] <= caps[i] then tat = ats[j] + w; break end
     end
     if amounts[i] > caps[i] or spent + amounts[i] > caps[i] then skip[i] = true end
-  else
+  elseif k == "n" then
     flight = tonumber(redis.call("GET", key) or "0")
     if flight + amounts[i] > caps[i] then skip[i] = true end
-  end
+  end -- "m": nothing to read or check
   if skip[i] and not shadows[i] then allowed = false end
   tats[i], spents[i], pendings[i], flights[i] = tat, spent, pending, flight
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, ovr
@@ -145,10 +146,10 @@ for i = 1, n do
   elseif k == "c" or k == "s" then
     redis.call("HINCRBY", key, "pending", string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", math.floor((ends[i] - now) / 1000) + expires[i]))
-  else
+  elseif k == "n" then
     redis.call("INCRBY", key, string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", expires[i]))
-  end
+  end -- "m": charged at settlement
   if not skip[i] then
     record[#record + 1] = k .. "\t" .. key .. "\t" .. string.format("%.0f", amounts[i])
   end

@@ -53,7 +53,7 @@ if not d then
   if #ARGV ~= 6 + 3 * m or m == 0 then return {0} end
   for i = 1, m do
     local k, key = ARGV[6 + m + i], ARGV[6 + 2 * m + i]
-    if k == "c" then
+    if k == "c" or k == "m" then
       if actual[i] < 0 then return redis.error_reply("tollgate: settle: negative actual " .. i) end
       redis.call("HINCRBY", key, "spent", string.format("%.0f", actual[i]))
       -- A key this creates must not live forever: keep it past any period.
@@ -74,7 +74,7 @@ if m ~= 0 and m ~= #debits then
   return redis.error_reply("tollgate: settle: " .. m .. " actual values for " .. #debits .. " debits")
 end
 for i = 1, m do
-  if debits[i][1] == "c" and actual[i] < 0 then
+  if (debits[i][1] == "c" or debits[i][1] == "m") and actual[i] < 0 then
     return redis.error_reply("tollgate: settle: negative actual " .. i)
   end
 end
@@ -113,6 +113,14 @@ for i, debit in ipairs(debits) do
     local pending = tonumber(redis.call("HGET", key, "pending") or "0")
     redis.call("HSET", key, "pending", string.format("%.0f", math.max(0, pending - reserved)))
     redis.call("HINCRBY", key, "spent", string.format("%.0f", spent))
+  elseif k == "m" then
+    -- A meter: nothing was reserved; the spend is counted now.
+    local spent = reserved
+    if m > 0 then spent = actual[i] end
+    if spent > 0 then
+      redis.call("HINCRBY", key, "spent", string.format("%.0f", spent))
+      if redis.call("PTTL", key) == -1 then redis.call("PEXPIRE", key, 41 * 86400000) end
+    end
   else
     local flight = tonumber(redis.call("GET", key) or "0")
     if flight - reserved > 0 then

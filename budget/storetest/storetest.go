@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"raising a period's spend never lowers it", raiseSpent},
+		{"a meter counts settled and swept spend and never refuses", meters},
 		{"shadow limits count but never refuse", shadowLimits},
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
@@ -469,6 +470,45 @@ func raiseSpent(t *testing.T, s budget.Store, c *Clock) {
 	c.Advance(32 * 24 * time.Hour)
 	if st, _ := s.Peek(ctx, []budget.Limit{team}); st[0].Remaining != int64(10*budget.Dollar) {
 		t.Fatalf("next month: %+v", st[0])
+	}
+}
+
+func meters(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	meter := usdMonth("meter", 1<<50)
+	meter.Shadow, meter.Meter = true, true
+	spent := func() int64 {
+		t.Helper()
+		st, err := s.Peek(ctx, []budget.Limit{meter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[0].Capacity - st[0].Remaining
+	}
+	mustReserve(t, s, "a", usd(3*budget.Dollar), team, meter)
+	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.Settled)
+	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.AlreadySettled)
+	if got := spent(); got != int64(2*budget.Dollar) {
+		t.Fatalf("meter after a $2 settlement: %d", got)
+	}
+	// Refused by the team budget: the meter counts nothing.
+	if _, _, err := reserve(t, s, "b", time.Minute, usd(9*budget.Dollar), team, meter); err == nil {
+		t.Fatal("a reservation past the team budget was allowed")
+	}
+	// Never settled: the sweeper charges the meter the reservation.
+	if _, _, err := reserve(t, s, "c", 30*time.Second, usd(1*budget.Dollar), team, meter); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(31 * time.Second)
+	if n, err := s.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	if got := spent(); got != int64(3*budget.Dollar) {
+		t.Fatalf("meter after the sweep: %d, want $3", got)
+	}
+	// However much it counts, a meter alone never refuses.
+	if _, _, err := reserve(t, s, "d", time.Minute, usd(1_000_000*budget.Dollar), meter); err != nil {
+		t.Fatalf("a meter refused: %v", err)
 	}
 }
 

@@ -188,13 +188,13 @@ func TestLedgerReseed(t *testing.T) {
 			t.Errorf("%s = %s", k, v)
 		}
 	}
-	if len(got) != 7 {
-		t.Errorf("%d budgets rebuilt, want 7 (org, team, key, model, 3 users): %v", len(got), got)
+	if len(got) != 9 {
+		t.Errorf("%d budgets rebuilt, want 9 (org, team, key, model, 3 users, the key × model spend meters for the day and month): %v", len(got), got)
 	}
 	// Again: nothing to raise.
 	out.Reset()
 	if code := run(context.Background(), []string{"ledger", "reseed", "--config", cfgPath}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "raised 0 of 7 budgets") {
+		!strings.Contains(out.String(), "raised 0 of 9 budgets") {
 		t.Fatalf("second reseed: %d\n%s%s", code, out.String(), errOut.String())
 	}
 	if again := counters(t, rdb); !maps.Equal(again, got) {

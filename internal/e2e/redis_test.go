@@ -388,8 +388,8 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 			t.Fatalf("webhooks by threshold: %v, want exactly %d each for 50 and 80", got, n)
 		}
 		for th, k := range got {
-			if k != n {
-				t.Fatalf("threshold %d sent %d webhooks, want %d", th, k, n)
+			if k > n { // 100 % is reached or not, depending on the run; never twice a period
+				t.Fatalf("threshold %d sent %d webhooks, want at most %d", th, k, n)
 			}
 		}
 	}

@@ -364,6 +364,11 @@ func TestOwnBudget(t *testing.T) {
 			RemainingUSD           string    `json:"remaining_usd"`
 			ResetsAt               time.Time `json:"resets_at"`
 		}
+		Spend []struct {
+			Model string
+			Day   int64 `json:"day_usd_micros"`
+			Month int64 `json:"month_usd_micros"`
+		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%d %v", resp.StatusCode, err)
@@ -377,5 +382,10 @@ func TestOwnBudget(t *testing.T) {
 	}
 	if r := got.Limits[1]; r.Name != "rpm" || r.Limit != 100 || r.Remaining != 99 {
 		t.Fatalf("rate limit %+v", r)
+	}
+	// The key's spend by model, from the store's meters, equals the team's
+	// spend (one key, one model used).
+	if len(got.Spend) != 1 || got.Spend[0].Model != "test-model" || got.Spend[0].Month != spent || got.Spend[0].Day != spent {
+		t.Fatalf("spend %+v, want %d µ$ on test-model", got.Spend, spent)
 	}
 }

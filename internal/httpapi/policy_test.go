@@ -66,11 +66,13 @@ func TestPrincipalLimits(t *testing.T) {
 		desc, user, model string
 		want              []string
 	}{
-		{"no user, plain model: org, team (plan overridden), key plan, anonymous user bucket", "", "gpt-4o", []string{
-			"org:acme:usd-month", "team:acme/ml:rpm@100/1m0s/0", "team:acme/ml:usd-month", "key:acme/k1:rpm@100/1m0s/0", "key:acme/k1:usd-month", "user:acme/ml/-:usd-day"}},
+		{"no user, plain model: org, team (plan overridden), key plan, anonymous user bucket, the spend meters", "", "gpt-4o", []string{
+			"org:acme:usd-month", "team:acme/ml:rpm@100/1m0s/0", "team:acme/ml:usd-month", "key:acme/k1:rpm@100/1m0s/0", "key:acme/k1:usd-month", "user:acme/ml/-:usd-day",
+			"spend:acme/ml/k1/gpt-4o:spend-day", "spend:acme/ml/k1/gpt-4o:spend-month"}},
 		{"a user with a slash cannot forge another bucket; the model limit applies", "alice/../bob", "org/model", []string{
 			"org:acme:usd-month", "team:acme/ml:rpm@100/1m0s/0", "team:acme/ml:usd-month", "key:acme/k1:rpm@100/1m0s/0", "key:acme/k1:usd-month",
-			"user:acme/ml/alice%2F..%2Fbob:usd-day", "model:acme/ml/org%2Fmodel:tpm@1000/1m0s/0"}},
+			"user:acme/ml/alice%2F..%2Fbob:usd-day", "model:acme/ml/org%2Fmodel:tpm@1000/1m0s/0",
+			"spend:acme/ml/k1/org%2Fmodel:spend-day", "spend:acme/ml/k1/org%2Fmodel:spend-month"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -47,7 +47,10 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 		Team   string       `json:"team"`
 		Key    string       `json:"key"`
 		Limits []budgetView `json:"limits"`
-	}{Org: p.Org, Team: p.Team, Key: p.Key, Limits: []budgetView{}}
+		// Spend is this key's spend today and this month by model, on the
+		// org's calendar, whatever its budgets.
+		Spend []spendView `json:"spend"`
+	}{Org: p.Org, Team: p.Team, Key: p.Key, Limits: []budgetView{}, Spend: []spendView{}}
 	for i, l := range limits {
 		s := st[i]
 		v := budgetView{Scope: l.Scope.String(), Name: l.Name, Kind: l.Kind.String(), Unit: l.Unit.String(),
@@ -61,5 +64,39 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 		}
 		out.Limits = append(out.Limits, v)
 	}
+	var meters []budget.Limit
+	var models []string
+	for _, m := range settingsOf(c).modelNames {
+		if p.Allows(m) {
+			models = append(models, m)
+			meters = append(meters, p.meters(m)...)
+		}
+	}
+	st, err = g.engine.Peek(c.Request().Context(), meters)
+	if err != nil {
+		return err
+	}
+	for i, m := range models {
+		day, month := st[2*i], st[2*i+1]
+		v := spendView{Model: m, Day: budget.PeriodID(budget.Day, now, p.loc), Month: budget.PeriodID(budget.Month, now, p.loc),
+			DayMicros: day.Capacity - day.Remaining, MonthMicros: month.Capacity - month.Remaining}
+		if v.MonthMicros == 0 {
+			continue
+		}
+		v.DayUSD, v.MonthUSD = dollars(v.DayMicros), dollars(v.MonthMicros)
+		out.Spend = append(out.Spend, v)
+	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// spendView is one model's spend by the calling key, from the store's
+// meters (settled and still reserved).
+type spendView struct {
+	Model       string `json:"model"`
+	Day         string `json:"day"`
+	DayMicros   int64  `json:"day_usd_micros"`
+	DayUSD      string `json:"day_usd"`
+	Month       string `json:"month"`
+	MonthMicros int64  `json:"month_usd_micros"`
+	MonthUSD    string `json:"month_usd"`
 }

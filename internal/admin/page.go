@@ -109,9 +109,7 @@ func (a *API) page(c echo.Context) error {
 			return fail(c, http.StatusNotFound, "not_found", "No such team.")
 		}
 	}
-	filter := func(e budget.Entry) bool {
-		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
-	}
+	filter := teamsFor(t, only)
 	byTeam, err := Report(c.Request().Context(), a.ledger, start, end, []string{"org", "team"}, calendar, filter)
 	if err != nil {
 		return err

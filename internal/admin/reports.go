@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
@@ -37,12 +38,47 @@ type Row struct {
 // counts if its wall-clock time there is in [from, to) — civil times,
 // given in UTC — and its day and month are the ones there, so a team in
 // Tokyo and a team in New York each get their own November, the one
-// their budgets reset on. filter drops entries the caller may not see.
-func Report(ctx context.Context, src ledger.Source, from, to time.Time, by []string, calendar func(org string) *time.Location, filter func(budget.Entry) bool) ([]Row, error) {
+// their budgets reset on. teams ("org/team") limits it to what the caller
+// may see; nil: every team. A ledger that sums by itself (PostgreSQL) does;
+// the file is read entry by entry.
+func Report(ctx context.Context, src ledger.Source, from, to time.Time, by []string, calendar func(org string) *time.Location, teams []string) ([]Row, error) {
 	rows := map[string]*Row{}
+	var err error
+	if agg, ok := src.(ledger.Aggregator); ok {
+		var groups []ledger.Group
+		groups, err = agg.Aggregate(ctx, ledger.Query{From: from, To: to, By: by, Calendar: calendar, Teams: teams})
+		for _, g := range groups {
+			r := &Row{Group: map[string]string{}, Requests: g.Requests, InputTokens: g.InputTokens, CachedInputTokens: g.CachedInputTokens,
+				OutputTokens: g.OutputTokens, USDMicros: budget.Money(g.USDMicros), Estimated: g.Estimated}
+			for i, d := range by {
+				r.Group[d] = g.Key[i]
+			}
+			rows[strings.Join(g.Key, "\x00")] = r
+		}
+	} else {
+		err = scanReport(ctx, src, from, to, by, calendar, teams, rows)
+	}
+	out := make([]Row, 0, len(rows))
+	for _, r := range rows {
+		r.USD = strings.TrimPrefix(r.USDMicros.String(), "$")
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Row) int {
+		for _, d := range by {
+			if c := strings.Compare(a.Group[d], b.Group[d]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return out, err
+}
+
+// scanReport sums src entry by entry into rows.
+func scanReport(ctx context.Context, src ledger.Source, from, to time.Time, by []string, calendar func(org string) *time.Location, teams []string, rows map[string]*Row) error {
 	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
-	err := src.Scan(ctx, from.Add(-24*time.Hour), to.Add(24*time.Hour), func(e budget.Entry) error {
-		if !e.Served || !filter(e) {
+	return src.Scan(ctx, from.Add(-24*time.Hour), to.Add(24*time.Hour), func(e budget.Entry) error {
+		if !e.Served || (teams != nil && !slices.Contains(teams, e.Org+"/"+e.Team)) {
 			return nil
 		}
 		local := e.Time.In(calendar(e.Org))
@@ -72,20 +108,18 @@ func Report(ctx context.Context, src ledger.Source, from, to time.Time, by []str
 		}
 		return nil
 	})
-	out := make([]Row, 0, len(rows))
-	for _, r := range rows {
-		r.USD = strings.TrimPrefix(r.USDMicros.String(), "$")
-		out = append(out, *r)
+}
+
+// teamsFor is what a report shows caller t: the team only (org/team) if
+// given, else every team a viewer names, else nil (all).
+func teamsFor(t config.AdminToken, only string) []string {
+	switch {
+	case only != "":
+		return []string{only}
+	case t.Role == "viewer":
+		return append([]string{}, t.Teams...)
 	}
-	slices.SortFunc(out, func(a, b Row) int {
-		for _, d := range by {
-			if c := strings.Compare(a.Group[d], b.Group[d]); c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
-	return out, err
+	return nil
 }
 
 // dimension is entry e's value of dimension d; local is its time on its
@@ -186,9 +220,7 @@ func (a *API) reports(c echo.Context) error {
 			return fail(c, http.StatusNotFound, "not_found", "No such team.")
 		}
 	}
-	rows, err := Report(c.Request().Context(), a.ledger, from, to, by, calendar, func(e budget.Entry) bool {
-		return sees(t, e.Org, e.Team) && (only == "" || e.Org+"/"+e.Team == only)
-	})
+	rows, err := Report(c.Request().Context(), a.ledger, from, to, by, calendar, teamsFor(t, only))
 	if err != nil {
 		return err
 	}

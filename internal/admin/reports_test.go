@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"net/http"
@@ -18,6 +19,8 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 )
 
 // Month boundaries follow each org's calendar, the one its budgets reset
@@ -25,8 +28,49 @@ import (
 // 22:00 on 30 November in New York is November spend, though in UTC it
 // is the other way round. With tz=UTC everybody is on UTC's calendar.
 func TestReportMonthsFollowEachOrgsTimeZone(t *testing.T) {
-	dir := t.TempDir()
-	ledgerPath := filepath.Join(dir, "ledger.jsonl")
+	reportMonths(t, func(c *config.Config, entries []budget.Entry) *admin.API {
+		c.LedgerPath = writeLedger(t, entries)
+		return admin.New(c, nil, nil)
+	})
+}
+
+// The same report from the PostgreSQL ledger, summed in SQL.
+func TestPostgresReportMonthsFollowEachOrgsTimeZone(t *testing.T) {
+	reportMonths(t, func(c *config.Config, entries []budget.Entry) *admin.API {
+		return admin.New(c, nil, nil).WithLedger(pgLedger(t, entries))
+	})
+}
+
+// writeLedger writes entries to a ledger file and returns its path.
+func writeLedger(t *testing.T, entries []budget.Entry) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	var lines []string
+	for _, e := range entries {
+		b, _ := json.Marshal(e)
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pgLedger is a PostgreSQL ledger holding entries.
+func pgLedger(t *testing.T, entries []budget.Entry) *ledger.Postgres {
+	t.Helper()
+	pg, err := ledger.OpenPostgres(pgtest.New(t).DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Close)
+	if err := pg.Insert(context.Background(), entries); err != nil {
+		t.Fatal(err)
+	}
+	return pg
+}
+
+func reportMonths(t *testing.T, open func(*config.Config, []budget.Entry) *admin.API) {
 	c, err := config.Parse([]byte(`
 time_zone: UTC
 admin_tokens: [{name: cfo, hash: "`+httpapi.HashKey("tg-cfo")+`", role: finance}]
@@ -40,7 +84,6 @@ orgs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.LedgerPath = ledgerPath
 	entries := []budget.Entry{
 		{Org: "tokyo", Team: "t", Time: time.Date(2026, 11, 30, 16, 0, 0, 0, time.UTC), Cost: 1_000, Served: true},     // 1 Dec 01:00 in Tokyo
 		{Org: "tokyo", Team: "t", Time: time.Date(2026, 11, 30, 14, 59, 0, 0, time.UTC), Cost: 7, Served: true},        // 30 Nov 23:59 in Tokyo
@@ -49,16 +92,11 @@ orgs:
 		{Org: "utc", Team: "t", Time: time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC), Cost: 4_000_000, Served: true}, // UTC's November
 		{Org: "utc", Team: "t", Time: time.Date(2026, 11, 15, 0, 0, 0, 0, time.UTC), Cost: 50_000_000, Served: false},  // refused: no spend
 	}
-	var lines []string
-	for _, e := range entries {
-		b, _ := json.Marshal(e)
-		lines = append(lines, string(b))
-	}
-	if err := os.WriteFile(ledgerPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for i := range entries {
+		entries[i].RequestID = strconv.Itoa(i)
 	}
 	e := echo.New()
-	admin.New(c, nil, nil).Mount(e)
+	open(c, entries).Mount(e)
 	get := func(query string) string {
 		req := httptest.NewRequest(http.MethodGet, "/admin/v1/reports?"+query, nil)
 		req.Header.Set("Authorization", "Bearer tg-cfo")

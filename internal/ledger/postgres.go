@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,4 +151,125 @@ func (p *Postgres) Scan(ctx context.Context, from, to time.Time, fn func(budget.
 		return fmt.Errorf("ledger: postgres: %w", err)
 	}
 	return nil
+}
+
+// Aggregator is a Source that sums entries itself, so a report does not
+// carry every entry of a month into the gateway.
+type Aggregator interface {
+	Aggregate(ctx context.Context, q Query) ([]Group, error)
+}
+
+// Query is a report: served entries whose civil time on their org's
+// calendar is in [From, To) (civil times written in UTC), summed by the
+// dimensions in By (org, team, key, user, model, route, upstream, day,
+// month — day and month on the org's calendar), of the teams in Teams
+// ("org/team"; nil: every team).
+type Query struct {
+	From, To time.Time
+	By       []string
+	Calendar func(org string) *time.Location
+	Teams    []string
+}
+
+// Group is one row of a report: the values of Query.By, in order, and the
+// sums.
+type Group struct {
+	Key                                                                          []string
+	Requests, InputTokens, CachedInputTokens, OutputTokens, USDMicros, Estimated int64
+}
+
+// columns are the SQL expressions of the report dimensions, over the
+// subquery in Aggregate.
+var columns = map[string]string{
+	"org": "org", "team": "team", "key": "key_id", "model": "model",
+	"user": "coalesce(entry->>'user', '')", "route": "coalesce(entry->>'route', '')", "upstream": "coalesce(entry->>'upstream', '')",
+	"day": "to_char(civil, 'YYYY-MM-DD')", "month": "to_char(civil, 'YYYY-MM')",
+}
+
+// Aggregate implements Aggregator in SQL: one query per calendar among the
+// orgs with entries in range, each reading an entry's civil time with AT
+// TIME ZONE, as the file ledger's reports do in Go.
+func (p *Postgres) Aggregate(ctx context.Context, q Query) ([]Group, error) {
+	if err := p.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	dims := make([]string, len(q.By))
+	for i, d := range q.By {
+		c, ok := columns[d]
+		if !ok {
+			return nil, fmt.Errorf("ledger: unknown dimension %q", d)
+		}
+		dims[i] = c
+	}
+	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
+	lo, hi := q.From.Add(-24*time.Hour), q.To.Add(24*time.Hour)
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT org FROM tollgate_ledger WHERE served AND time >= $1 AND time < $2`, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: postgres: %w", err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("ledger: postgres: %w", err)
+	}
+	zones := map[string][]string{}
+	for _, o := range orgs {
+		tz := q.Calendar(o).String()
+		zones[tz] = append(zones[tz], o)
+	}
+	group := strings.Join(dims, ", ")
+	sel := group
+	if len(dims) == 0 {
+		group, sel = "()", "''"
+	}
+	query := `SELECT ARRAY[` + sel + `]::text[], count(*), coalesce(sum(input), 0)::bigint, coalesce(sum(cached), 0)::bigint, coalesce(sum(output), 0)::bigint, coalesce(sum(usd_micros), 0)::bigint,
+	count(*) FILTER (WHERE estimated)
+FROM (
+	SELECT org, team, key_id, model, entry, usd_micros, time AT TIME ZONE $1::text AS civil,
+		coalesce((entry->'usage'->>'input_tokens')::bigint, 0) AS input,
+		coalesce((entry->'usage'->>'cached_input_tokens')::bigint, 0) AS cached,
+		coalesce((entry->'usage'->>'output_tokens')::bigint, 0) AS output,
+		coalesce((entry->'usage'->>'estimated')::boolean, false) AS estimated
+	FROM tollgate_ledger
+	WHERE served AND org = ANY($2) AND time >= $3 AND time < $4
+		AND ($7::text[] IS NULL OR org || '/' || team = ANY($7))
+) t
+WHERE civil >= $5::timestamp AND civil < $6::timestamp
+GROUP BY ` + group + `
+HAVING count(*) > 0`
+	merged := map[string]*Group{}
+	const civil = "2006-01-02 15:04:05.999999"
+	for tz, orgs := range zones {
+		rows, err := p.pool.Query(ctx, query, tz, orgs, lo, hi, q.From.Format(civil), q.To.Format(civil), q.Teams)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: postgres: report: %w", err)
+		}
+		var g Group
+		_, err = pgx.ForEachRow(rows, []any{&g.Key, &g.Requests, &g.InputTokens, &g.CachedInputTokens, &g.OutputTokens, &g.USDMicros, &g.Estimated}, func() error {
+			if len(dims) == 0 {
+				g.Key = nil
+			}
+			k := strings.Join(g.Key, "\x00")
+			if m := merged[k]; m != nil {
+				m.Requests += g.Requests
+				m.InputTokens += g.InputTokens
+				m.CachedInputTokens += g.CachedInputTokens
+				m.OutputTokens += g.OutputTokens
+				m.USDMicros += g.USDMicros
+				m.Estimated += g.Estimated
+				return nil
+			}
+			cp := g
+			cp.Key = slices.Clone(g.Key)
+			merged[k] = &cp
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ledger: postgres: report: %w", err)
+		}
+	}
+	out := make([]Group, 0, len(merged))
+	for _, g := range merged {
+		out = append(out, *g)
+	}
+	return out, nil
 }

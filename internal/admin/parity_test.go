@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 )
 
 // The PostgreSQL ledger sums a report in SQL; the file ledger in Go. On
@@ -74,5 +75,53 @@ func TestSQLReportsEqualTheFileLedgers(t *testing.T) {
 	}
 	if n < 40 {
 		t.Fatalf("only %d non-empty reports compared", n)
+	}
+}
+
+// BenchmarkMonthReport: the finance page's team report over a month of
+// 200,000 entries, summed in SQL by PostgreSQL and scanned in Go from the
+// same PostgreSQL table (what reports did before Aggregate).
+//
+//	go test -run XXX -bench MonthReport -benchtime 5x ./internal/admin/
+func BenchmarkMonthReport(b *testing.B) {
+	const n = 200_000
+	entries := make([]budget.Entry, 0, 10_000)
+	db := pgtest.New(b)
+	pg, err := ledger.OpenPostgres(db.DSN)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pg.Close()
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		entries = append(entries, budget.Entry{RequestID: fmt.Sprint(i), Org: "acme", Team: fmt.Sprint("team-", i%20), Key: fmt.Sprint("k", i%200),
+			Model: "gpt-4o-mini", Route: "/v1/chat/completions", Upstream: "openai", Served: true, Time: start.Add(time.Duration(i) * 13 * time.Second),
+			Cost: budget.Money(i % 9000), Usage: budget.Usage{InputTokens: 1200, OutputTokens: 300}})
+		if len(entries) == cap(entries) {
+			if err := pg.Insert(context.Background(), entries); err != nil {
+				b.Fatal(err)
+			}
+			entries = entries[:0]
+		}
+	}
+	// The statistics autovacuum would have gathered on a live table.
+	if _, err := db.Conn().Exec(context.Background(), "ANALYZE tollgate_ledger"); err != nil {
+		b.Fatal(err)
+	}
+	utc := func(string) *time.Location { return time.UTC }
+	from, to := start, start.AddDate(0, 1, 0)
+	scanOnly := struct{ ledger.Source }{pg} // hides Aggregate: the Go scan
+	for _, tc := range []struct {
+		name string
+		src  ledger.Source
+	}{{"sql", pg}, {"scan", scanOnly}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				rows, err := admin.Report(context.Background(), tc.src, from, to, []string{"org", "team"}, utc, nil)
+				if err != nil || len(rows) != 20 {
+					b.Fatalf("%d rows, %v", len(rows), err)
+				}
+			}
+		})
 	}
 }

@@ -27,7 +27,8 @@ type Postgres struct {
 
 // schema is applied at start under an advisory lock, so instances starting
 // together do not race on CREATE. The entry column holds the entry whole
-// (reports read it); the others are what an analyst filters on in SQL.
+// (reads return it); the others are what reports group and sum, and what
+// an analyst filters on in SQL.
 const schema = `
 CREATE TABLE IF NOT EXISTS tollgate_ledger (
 	id          text PRIMARY KEY,
@@ -35,7 +36,14 @@ CREATE TABLE IF NOT EXISTS tollgate_ledger (
 	org         text NOT NULL,
 	team        text NOT NULL,
 	key_id      text NOT NULL,
+	user_name   text NOT NULL,
+	route       text NOT NULL,
 	model       text NOT NULL,
+	upstream    text NOT NULL,
+	input_tokens        bigint NOT NULL,
+	cached_input_tokens bigint NOT NULL,
+	output_tokens       bigint NOT NULL,
+	estimated   boolean NOT NULL,
 	usd_micros  bigint NOT NULL,
 	served      boolean NOT NULL,
 	outcome     text NOT NULL,
@@ -98,10 +106,11 @@ func (p *Postgres) Insert(ctx context.Context, entries []budget.Entry) error {
 		return err
 	}
 	n := len(entries)
-	ids, times := make([]string, n), make([]time.Time, n)
-	orgs, teams, keys, models, outcomes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	costs, served := make([]int64, n), make([]bool, n)
-	docs := make([]string, n)
+	ids, orgs, teams, keys, users, routes, models, upstreams, outcomes, docs := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	times := make([]time.Time, n)
+	input, cached, output, costs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	estimated, served := make([]bool, n), make([]bool, n)
 	for i := range entries {
 		e := &entries[i]
 		doc, err := json.Marshal(e)
@@ -109,15 +118,21 @@ func (p *Postgres) Insert(ctx context.Context, entries []budget.Entry) error {
 			return err
 		}
 		ids[i], times[i], docs[i] = e.ID(), e.Time, string(doc)
-		orgs[i], teams[i], keys[i], models[i], outcomes[i] = e.Org, e.Team, e.Key, e.Model, e.Outcome
+		orgs[i], teams[i], keys[i], users[i], routes[i], models[i], upstreams[i], outcomes[i] = e.Org, e.Team, e.Key, e.User, e.Route, e.Model, e.Upstream, e.Outcome
+		input[i], cached[i], output[i], estimated[i] = e.Usage.InputTokens, e.Usage.CachedInputTokens, e.Usage.OutputTokens, e.Usage.Estimated
 		costs[i], served[i] = int64(e.Cost), e.Served
 	}
 	_, err := p.pool.Exec(ctx, `
-INSERT INTO tollgate_ledger (id, time, org, team, key_id, model, usd_micros, served, outcome, entry)
-SELECT id, time, org, team, key_id, model, usd_micros, served, outcome, entry::jsonb
-FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::boolean[], $9::text[], $10::text[])
-	AS t(id, time, org, team, key_id, model, usd_micros, served, outcome, entry)
-ON CONFLICT (id) DO NOTHING`, ids, times, orgs, teams, keys, models, costs, served, outcomes, docs)
+INSERT INTO tollgate_ledger (id, time, org, team, key_id, user_name, route, model, upstream,
+	input_tokens, cached_input_tokens, output_tokens, estimated, usd_micros, served, outcome, entry)
+SELECT id, time, org, team, key_id, user_name, route, model, upstream,
+	input_tokens, cached_input_tokens, output_tokens, estimated, usd_micros, served, outcome, entry::jsonb
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+	$10::bigint[], $11::bigint[], $12::bigint[], $13::boolean[], $14::bigint[], $15::boolean[], $16::text[], $17::text[])
+	AS t(id, time, org, team, key_id, user_name, route, model, upstream,
+		input_tokens, cached_input_tokens, output_tokens, estimated, usd_micros, served, outcome, entry)
+ON CONFLICT (id) DO NOTHING`, ids, times, orgs, teams, keys, users, routes, models, upstreams,
+		input, cached, output, estimated, costs, served, outcomes, docs)
 	if err != nil {
 		return fmt.Errorf("ledger: postgres: inserting %d entries: %w", n, err)
 	}
@@ -182,7 +197,7 @@ type Group struct {
 // subquery in Aggregate.
 var columns = map[string]string{
 	"org": "org", "team": "team", "key": "key_id", "model": "model",
-	"user": "coalesce(entry->>'user', '')", "route": "coalesce(entry->>'route', '')", "upstream": "coalesce(entry->>'upstream', '')",
+	"user": "user_name", "route": "route", "upstream": "upstream",
 	"day": "to_char(civil, 'YYYY-MM-DD')", "month": "to_char(civil, 'YYYY-MM')",
 }
 
@@ -202,8 +217,8 @@ func (p *Postgres) Aggregate(ctx context.Context, q Query) ([]Group, error) {
 		dims[i] = c
 	}
 	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
-	lo, hi := q.From.Add(-24*time.Hour), q.To.Add(24*time.Hour)
-	rows, err := p.pool.Query(ctx, `SELECT DISTINCT org FROM tollgate_ledger WHERE served AND time >= $1 AND time < $2`, lo, hi)
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT org FROM tollgate_ledger WHERE served AND time >= $1 AND time < $2`,
+		q.From.Add(-24*time.Hour), q.To.Add(24*time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("ledger: postgres: %w", err)
 	}
@@ -224,22 +239,23 @@ func (p *Postgres) Aggregate(ctx context.Context, q Query) ([]Group, error) {
 	query := `SELECT ARRAY[` + sel + `]::text[], count(*), coalesce(sum(input), 0)::bigint, coalesce(sum(cached), 0)::bigint, coalesce(sum(output), 0)::bigint, coalesce(sum(usd_micros), 0)::bigint,
 	count(*) FILTER (WHERE estimated)
 FROM (
-	SELECT org, team, key_id, model, entry, usd_micros, time AT TIME ZONE $1::text AS civil,
-		coalesce((entry->'usage'->>'input_tokens')::bigint, 0) AS input,
-		coalesce((entry->'usage'->>'cached_input_tokens')::bigint, 0) AS cached,
-		coalesce((entry->'usage'->>'output_tokens')::bigint, 0) AS output,
-		coalesce((entry->'usage'->>'estimated')::boolean, false) AS estimated
+	SELECT org, team, key_id, user_name, route, model, upstream, usd_micros, time AT TIME ZONE $1::text AS civil,
+		input_tokens AS input, cached_input_tokens AS cached, output_tokens AS output, estimated
 	FROM tollgate_ledger
 	WHERE served AND org = ANY($2) AND time >= $3 AND time < $4
-		AND ($7::text[] IS NULL OR org || '/' || team = ANY($7))
+		AND ($5::text[] IS NULL OR org || '/' || team = ANY($5))
 ) t
-WHERE civil >= $5::timestamp AND civil < $6::timestamp
 GROUP BY ` + group + `
 HAVING count(*) > 0`
 	merged := map[string]*Group{}
-	const civil = "2006-01-02 15:04:05.999999"
 	for tz, orgs := range zones {
-		rows, err := p.pool.Query(ctx, query, tz, orgs, lo, hi, q.From.Format(civil), q.To.Format(civil), q.Teams)
+		// The civil range on this calendar as instants: the planner then
+		// sees an exact time range (and picks a hash aggregate).
+		loc := q.Calendar(orgs[0])
+		in := func(c time.Time) time.Time {
+			return time.Date(c.Year(), c.Month(), c.Day(), c.Hour(), c.Minute(), c.Second(), c.Nanosecond(), loc)
+		}
+		rows, err := p.pool.Query(ctx, query, tz, orgs, in(q.From), in(q.To), q.Teams)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: postgres: report: %w", err)
 		}

@@ -46,7 +46,10 @@ type Config struct {
 	// With the Redis store they are kept in Redis.
 	KeysPath string `yaml:"keys_path"`
 	// AuditPath is the append-only file of admin changes (who, when, old,
-	// new). Empty: changes are logged only.
+	// new) with the embedded store. With the Redis store the trail every
+	// instance reads is in PostgreSQL (with ledger_postgres) or Redis, and
+	// this file keeps a local copy of this instance's changes. Empty, with
+	// the embedded store: changes are logged only.
 	AuditPath string `yaml:"audit_path"`
 	// AdminTokens may use the admin API, by role: admin (everything),
 	// finance (ceilings and reports for all teams), viewer (reports for

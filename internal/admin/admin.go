@@ -5,24 +5,21 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/audit"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
@@ -32,10 +29,9 @@ type API struct {
 	engine *budget.Engine
 	ledger ledger.Source
 	keys   KeyManager // nil: keys are config-only
+	trail  audit.Log
 	log    *slog.Logger
 	tokens map[[32]byte]config.AdminToken
-
-	auditMu sync.Mutex
 }
 
 // WithLedger makes reports read src instead of the ledger file.
@@ -46,7 +42,7 @@ func (a *API) WithLedger(src ledger.Source) *API {
 
 // New returns the admin API for cfg.
 func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
-	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), log: log, tokens: map[[32]byte]config.AdminToken{}}
+	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), trail: audit.NewFile(cfg.AuditPath), log: log, tokens: map[[32]byte]config.AdminToken{}}
 	for _, t := range cfg.AdminTokens {
 		raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:")) // validated with the config
 		var h [32]byte
@@ -138,50 +134,24 @@ func fail(c echo.Context, status int, code, msg string) error {
 }
 
 // auditEntry is one change, as the audit trail keeps it.
-type auditEntry struct {
-	Time   time.Time `json:"time"`
-	Who    string    `json:"who"`
-	Action string    `json:"action"`
-	Target string    `json:"target"`
-	Old    any       `json:"old"`
-	New    any       `json:"new"`
-	// Until is when a temporary change lapses; nil for a permanent one.
-	Until *time.Time `json:"until,omitempty"`
-}
+type auditEntry = audit.Entry
 
-func (a *API) record(e auditEntry) error {
+// record keeps a change in the audit trail, and logs it.
+func (a *API) record(ctx context.Context, e auditEntry) error {
 	a.log.Info("admin change", "who", e.Who, "action", e.Action, "target", e.Target, "old", e.Old, "new", e.New)
-	if a.cfg.AuditPath == "" {
-		return nil
-	}
-	line, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	a.auditMu.Lock()
-	defer a.auditMu.Unlock()
-	f, err := os.OpenFile(a.cfg.AuditPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		return err
-	}
-	return f.Sync()
+	return a.trail.Append(ctx, e)
 }
 
 func (a *API) audit(c echo.Context) error {
-	out := []auditEntry{}
-	data, err := os.ReadFile(a.cfg.AuditPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) && a.cfg.AuditPath != "" {
+	out, err := a.trail.List(c.Request().Context())
+	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		var e auditEntry
-		if json.Unmarshal([]byte(line), &e) == nil {
-			out = append(out, e)
-		}
-	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// WithAudit keeps the audit trail in trail instead of the audit_path file.
+func (a *API) WithAudit(trail audit.Log) *API {
+	a.trail = trail
+	return a
 }

@@ -83,7 +83,7 @@ func (a *API) setCeiling(c echo.Context) error {
 		u := until.UTC()
 		change.Until = &u
 	}
-	if err := a.record(change); err != nil {
+	if err := a.record(c.Request().Context(), change); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
 		return err
 	}
@@ -114,7 +114,7 @@ func (a *API) resetPeriod(c echo.Context) error {
 			return err
 		}
 	}
-	if err := a.record(auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
+	if err := a.record(c.Request().Context(), auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
 		Old: was, New: 0}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
 		return err

@@ -55,7 +55,7 @@ func (a *API) createKey(c echo.Context) error {
 		return err
 	}
 	view := map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "models": k.Models, "plan": k.Plan}
-	if err := a.record(auditEntry{Time: k.CreatedAt, Who: caller(c).Name, Action: "create_key", Target: k.Org + "/" + k.ID, New: view}); err != nil {
+	if err := a.record(c.Request().Context(), auditEntry{Time: k.CreatedAt, Who: caller(c).Name, Action: "create_key", Target: k.Org + "/" + k.ID, New: view}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
 		return err
 	}
@@ -89,7 +89,7 @@ func (a *API) revokeKey(c echo.Context) error {
 		return err
 	}
 	if now {
-		if err := a.record(auditEntry{Time: *k.RevokedAt, Who: caller(c).Name, Action: "revoke_key", Target: org + "/" + id,
+		if err := a.record(c.Request().Context(), auditEntry{Time: *k.RevokedAt, Who: caller(c).Name, Action: "revoke_key", Target: org + "/" + id,
 			Old: "active", New: "revoked"}); err != nil {
 			a.log.Error("writing the audit trail", "err", err)
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget/memstore"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
+	"github.com/tollgate-dev/tollgate/internal/audit"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
@@ -148,8 +149,22 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if a.keys != nil {
 		api.WithKeys(gw)
 	}
-	if a.shared != nil && a.shared.pg != nil {
+	// The audit trail every instance reads: beside the ledger in
+	// PostgreSQL, else in Redis (audit_path keeps a local copy); the
+	// embedded store's is audit_path.
+	var trail audit.Log
+	switch {
+	case a.shared != nil && a.shared.pg != nil:
 		api.WithLedger(a.shared.pg)
+		trail = audit.NewPostgres(a.shared.pg.Pool())
+	case a.shared != nil:
+		trail = audit.NewRedis(a.shared.rdb, cfg.Store.Redis.Prefix)
+	}
+	if trail != nil {
+		if cfg.AuditPath != "" {
+			trail = audit.Copy{Shared: trail, Local: audit.NewFile(cfg.AuditPath)}
+		}
+		api.WithAudit(trail)
 	}
 	gw.Mount(api.Mount)
 	return a, nil

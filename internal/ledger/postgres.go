@@ -289,3 +289,6 @@ HAVING count(*) > 0`
 	}
 	return out, nil
 }
+
+// Pool is the ledger's connection pool, for tables kept beside it.
+func (p *Postgres) Pool() *pgxpool.Pool { return p.pool }

@@ -141,7 +141,12 @@ func startWith(t testing.TB, su setup) *harness {
 		src = "ledger_postgres: ${PG}\n" + src
 	}
 	if su.redisAddr != "" {
-		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 1s\n    settle_timeout: 1s\n" + su.redisExtra + src
+		// Generous store timeouts: these tests check what the gateway
+		// decides, on a CI machine running every package at once under
+		// -race (500 concurrent reservations once outlasted 1 s there).
+		// Outages here are killed servers — refused connections, not
+		// timeouts; the store's own tests cover slow and frozen Redis.
+		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
 		t.Cleanup(func() { h.rdb.Close() })
 	}

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -112,6 +113,28 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 	status, csvBody := adminCall(t, "GET", h.urls[2]+"/admin/v1/reports?month="+month+"&by=team,model&format=csv", financeToken, "")
 	if status != 200 || !strings.Contains(csvBody, fmt.Sprintf(",%d,", sum)) {
 		t.Fatalf("CSV report: %d %s", status, csvBody)
+	}
+	// The ledger's own metrics: the backlog (drained), and what each
+	// instance moved (at least once: together at least every row).
+	var moved float64
+	for _, u := range h.urls {
+		resp, err := http.Get(u + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "\ntollgate_ledger_backlog 0\n") {
+			t.Fatalf("%s/metrics has no drained ledger backlog", u)
+		}
+		var n float64
+		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\ntollgate_ledger_entries_stored_total ")+1:]), "tollgate_ledger_entries_stored_total %g", &n); err != nil {
+			t.Fatalf("%s/metrics: tollgate_ledger_entries_stored_total: %v", u, err)
+		}
+		moved += n
+	}
+	if moved < float64(rows) {
+		t.Fatalf("the instances say they moved %v entries, the table holds %d", moved, rows)
 	}
 	t.Logf("%d served, %d refused while Redis was down, peak backlog %d; ledger %d rows = %d µ$ = Redis spent = upstream reported",
 		served.Load(), refused.Load(), backlog, rows, sum)

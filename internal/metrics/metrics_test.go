@@ -18,7 +18,9 @@ var metricName = regexp.MustCompile(`tollgate_[a-z_]+`)
 // suffixes included, plus the spool gauge the app registers.
 func known(t *testing.T) map[string]bool {
 	t.Helper()
-	out := map[string]bool{"tollgate_spool_depth": true, "tollgate_store_breaker_open": true} // registered by the app
+	// Registered by the app (the Redis store's; the e2e tests scrape them).
+	out := map[string]bool{"tollgate_spool_depth": true, "tollgate_store_breaker_open": true,
+		"tollgate_ledger_backlog": true, "tollgate_ledger_entries_stored_total": true}
 	// Gathering returns only families with samples; describe them instead.
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {

@@ -322,3 +322,64 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The embedded store loses its snapshot; a reseed from the ledger file
+// gives back the team budget and the spend meters, to the µ$, and the
+// restarted gateway enforces them.
+func TestReseedFromTheLedgerFile(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "state.json")
+	vars := map[string]string{"SNAP": snap, "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
+	cfg, err := config.Parse([]byte("ledger_path: "+filepath.Join(dir, "ledger.jsonl")+"\n"+cfgYAML),
+		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
+	meter := "spend:o/t/k/m:spend-month"
+	a := serve(t, cfg, func(url string) {
+		for i := range 5 {
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"hi %d"}]}`, i)))
+			req.Header.Set("Authorization", "Bearer tg-k")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	})
+	spent, _ := a.Store().Spent(bucket, period)
+	metered, _ := a.Store().Spent(meter, period)
+	if spent == 0 || metered != spent {
+		t.Fatalf("spent %d, metered %d", spent, metered)
+	}
+	if err := os.Remove(snap); err != nil {
+		t.Fatal(err)
+	}
+	b, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost, _ := b.Store().Spent(bucket, period); lost != 0 {
+		t.Fatalf("without the snapshot the budget still holds %d", lost)
+	}
+	rep, err := b.Reseed(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.Store().Spent(bucket, period); got != spent || rep.Entries != 5 {
+		t.Fatalf("after the reseed %d of %d µ$ (%+v)", got, spent, rep)
+	}
+	if got, _ := b.Store().Spent(meter, period); got != spent {
+		t.Fatalf("meter after the reseed: %d, want %d", got, spent)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -155,3 +155,28 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("the sink was called %d times: its failures were not retried", sk.calls)
 	}
 }
+
+// A day meter's key lives for its day plus the day budgets' retention, not
+// the month-long fallback: meters are one key per key × model × day.
+func TestMeterKeyLifetime(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	s := redisstore.New(rdb, redisstore.Options{})
+	e := budget.NewEngine(s, time.Minute)
+	meter := budget.Limit{Bucket: "spend:acme/ml/k/m:spend-day", Name: "spend-day", Partition: "acme", Scope: budget.ScopeKey,
+		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: budget.Day, Shadow: true, Meter: true}
+	r, _, err := e.Reserve(bg, []budget.Limit{meter}, budget.Amounts{Cost: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Settle(bg, r, budget.Amounts{Cost: 321}); err != nil {
+		t.Fatal(err)
+	}
+	key := "tg:{acme}:c:" + meter.Bucket + ":" + budget.PeriodID(budget.Day, time.Now(), nil)
+	ttl, err := rdb.PTTL(bg, key).Result()
+	if err != nil || ttl <= 0 || ttl > 9*24*time.Hour {
+		t.Fatalf("meter key %s lives %v (%v), want at most a day and the 8-day retention", key, ttl, err)
+	}
+	if spent, _ := spentOf(t, rdb, "tg", meter); spent != 321 {
+		t.Fatalf("meter spent %d, want 321", spent)
+	}
+}

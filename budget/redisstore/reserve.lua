@@ -149,7 +149,16 @@ for i = 1, n do
   elseif k == "n" then
     redis.call("INCRBY", key, string.format("%.0f", amounts[i]))
     redis.call("PEXPIRE", key, string.format("%.0f", expires[i]))
-  end -- "m": charged at settlement
+  elseif k == "m" then
+    -- Charged at settlement; here the counter only gets its lifetime (a
+    -- day meter lives days, not the month-long default of the settle
+    -- script).
+    local keep = string.format("%.0f", math.floor((ends[i] - now) / 1000) + expires[i])
+    if redis.call("PEXPIRE", key, keep) == 0 then
+      redis.call("HSET", key, "spent", 0)
+      redis.call("PEXPIRE", key, keep)
+    end
+  end
   if not skip[i] then
     record[#record + 1] = k .. "\t" .. key .. "\t" .. string.format("%.0f", amounts[i])
   end

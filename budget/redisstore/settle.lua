@@ -114,7 +114,9 @@ for i, debit in ipairs(debits) do
     redis.call("HSET", key, "pending", string.format("%.0f", math.max(0, pending - reserved)))
     redis.call("HINCRBY", key, "spent", string.format("%.0f", spent))
   elseif k == "m" then
-    -- A meter: nothing was reserved; the spend is counted now.
+    -- A meter: nothing was reserved; the spend is counted now (the key
+    -- got its lifetime at reservation; the fallback is for a key Redis
+    -- lost in between).
     local spent = reserved
     if m > 0 then spent = actual[i] end
     if spent > 0 then

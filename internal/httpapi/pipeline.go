@@ -116,7 +116,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		cl.limits = limits
 		start := time.Now()
-		cl.reservedAt = time.Now()
+		cl.reservedAt = start
 		var pre *Entry
 		if g.engine.KeepsLedger() || g.ledger.Load() != nil {
 			pre = cl.entry()

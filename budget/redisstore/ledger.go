@@ -27,7 +27,9 @@ type ConsumerOptions struct {
 	// (the host name, by default) so a restarted instance finishes what it
 	// had read.
 	Name string
-	// Partitions are the partitions (orgs) whose streams are moved.
+	// Partitions are the partitions (orgs) whose streams are moved, besides
+	// every partition this store has reserved in (checked every few
+	// seconds: an org added by a config reload is moved once it is used).
 	Partitions []string
 	// Batch is how many entries one sink call takes at most (default 256).
 	Batch int64
@@ -64,11 +66,46 @@ func (s *Store) ConsumeLedger(ctx context.Context, sink LedgerSink, opts Consume
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	var wg sync.WaitGroup
-	for _, p := range opts.Partitions {
+	defer wg.Wait()
+	running := map[string]bool{}
+	start := func(p string) {
+		if running[p] {
+			return
+		}
+		running[p] = true
 		c := &consumer{s: s, sink: sink, opts: opts, stream: s.LedgerStream(p)}
 		wg.Go(func() { c.run(ctx) })
 	}
-	wg.Wait()
+	for _, p := range opts.Partitions {
+		start(p)
+	}
+	t := time.NewTicker(partitionCheck)
+	defer t.Stop()
+	for {
+		for _, p := range s.KnownPartitions() {
+			start(p)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// partitionCheck is how often ConsumeLedger looks for new partitions.
+const partitionCheck = 2 * time.Second
+
+// KnownPartitions are the partitions this store was configured with or
+// has reserved in: those whose ledger streams it knows of.
+func (s *Store) KnownPartitions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.partitions))
+	for p := range s.partitions {
+		out = append(out, p)
+	}
+	return out
 }
 
 // consumer moves one stream.

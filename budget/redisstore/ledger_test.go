@@ -111,7 +111,16 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	if err := e.RecordUnreserved(bg, []budget.Limit{acme}, budget.Amounts{Cost: 555}, un); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]int64{"acme": 2, "beta": 1} {
+	// An org the store was not configured with (added by a reload).
+	gamma := teamCeiling("gamma", 10*budget.Dollar)
+	r3, _, err := e.ReserveFor(bg, []budget.Limit{gamma}, budget.Amounts{Cost: 40}, entry("gamma", 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SettleEntry(bg, r3, budget.Amounts{Cost: 40}, entry("gamma", 40)); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]int64{"acme": 2, "beta": 1, "gamma": 1} {
 		if n, err := rdb.XLen(bg, s.LedgerStream(p)).Result(); err != nil || n != want {
 			t.Fatalf("stream %s holds %d entries (%v), want %d", p, n, err, want)
 		}
@@ -133,7 +142,7 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 		s.ConsumeLedger(ctx, sk.store, redisstore.ConsumerOptions{Name: "live", Partitions: []string{"acme", "beta"},
 			Block: 50 * time.Millisecond, ClaimIdle: 200 * time.Millisecond})
 	}()
-	got := sk.wait(t, 3)
+	got := sk.wait(t, 4)
 	cancel()
 	<-done
 
@@ -146,7 +155,10 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	if g := got[un.ReservationID]; g.Cost != 555 || g.Outcome != "settled" || un.ReservationID == "" {
 		t.Errorf("unreserved entry %+v", g)
 	}
-	for _, p := range []string{"acme", "beta"} {
+	if g := got[r3.ID]; g.Org != "gamma" || g.Cost != 40 {
+		t.Errorf("the unconfigured org's entry %+v", g)
+	}
+	for _, p := range []string{"acme", "beta", "gamma"} {
 		if n, _ := rdb.XLen(bg, s.LedgerStream(p)).Result(); n != 0 {
 			t.Errorf("stream %s still holds %d entries after they were stored", p, n)
 		}

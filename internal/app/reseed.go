@@ -98,7 +98,7 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 		return nil, err
 	}
 	if a.shared != nil && a.shared.pg != nil {
-		for _, org := range append(slices.Clone(a.shared.orgs), "") {
+		for _, org := range a.shared.store.KnownPartitions() {
 			backlog, err := a.shared.store.LedgerBacklog(ctx, org)
 			if err != nil {
 				return nil, err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +28,6 @@ type sharedStore struct {
 	store *redisstore.Store
 	// pg is the PostgreSQL ledger the ledger streams are moved to, or nil.
 	pg     *ledger.Postgres
-	orgs   []string
 	stored prometheus.Counter
 
 	mu     sync.Mutex
@@ -72,11 +70,12 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 		rdb.Close()
 		return nil, err
 	}
-	var orgs []string
+	// "": the partition of requests under no limit at all.
+	orgs := []string{""}
 	for _, o := range cfg.Orgs {
 		orgs = append(orgs, o.ID)
 	}
-	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{}, orgs: orgs,
+	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
 		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
 			Partitions: orgs, Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != ""})}
 	if cfg.LedgerPostgres != "" {
@@ -220,10 +219,10 @@ func (s *sharedStore) run(ctx context.Context) {
 	if s.pg != nil {
 		name, _ := os.Hostname()
 		wg.Go(func() {
+			// The store's partitions: the configured orgs, "" and any org
+			// a reload added, once used.
 			s.store.ConsumeLedger(ctx, s.pg.Insert, redisstore.ConsumerOptions{Name: name, Log: s.log,
-				// "": the partition of requests under no limit at all.
-				Partitions: append(slices.Clone(s.orgs), ""),
-				Stored:     func(n int) { s.stored.Add(float64(n)) }})
+				Stored: func(n int) { s.stored.Add(float64(n)) }})
 		})
 	}
 	wg.Go(func() {
@@ -278,7 +277,7 @@ func (s *sharedStore) ledgerBacklog() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	n := int64(0)
-	for _, org := range append(slices.Clone(s.orgs), "") {
+	for _, org := range s.store.KnownPartitions() {
 		l, err := s.rdb.XLen(ctx, s.store.LedgerStream(org)).Result()
 		if err != nil {
 			return -1

@@ -38,6 +38,10 @@ type ConsumerOptions struct {
 	// ClaimIdle is how long an entry another consumer read stays unstored
 	// before this one takes it over (default 30 s): that consumer died.
 	ClaimIdle time.Duration
+	// ForgetAfter is how long a consumer holding nothing stays in the
+	// group without reading before it is removed (default 1 h): an
+	// instance that was replaced.
+	ForgetAfter time.Duration
 	// Log receives failures; nil discards.
 	Log *slog.Logger
 	// Stored, if set, is told how many entries each sink call stored.
@@ -61,6 +65,9 @@ func (s *Store) ConsumeLedger(ctx context.Context, sink LedgerSink, opts Consume
 	}
 	if opts.ClaimIdle <= 0 {
 		opts.ClaimIdle = 30 * time.Second
+	}
+	if opts.ForgetAfter <= 0 {
+		opts.ForgetAfter = time.Hour
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -163,6 +170,7 @@ func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string, las
 			return msgs, nil // claim again next round: there may be more
 		}
 		*lastClaim = time.Now()
+		c.forgetGone(ctx, rdb)
 	}
 	block := c.opts.Block
 	if from == "0" {
@@ -177,6 +185,21 @@ func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string, las
 		return nil, err
 	}
 	return res[0].Messages, nil
+}
+
+// forgetGone removes from the group the consumers that hold nothing and
+// have not read for ForgetAfter: every restarted instance with a new name
+// would otherwise stay listed for good.
+func (c *consumer) forgetGone(ctx context.Context, rdb redis.Cmdable) {
+	consumers, err := rdb.XInfoConsumers(ctx, c.stream, c.opts.Group).Result()
+	if err != nil {
+		return
+	}
+	for _, x := range consumers {
+		if x.Name != c.opts.Name && x.Pending == 0 && x.Idle >= c.opts.ForgetAfter {
+			rdb.XGroupDelConsumer(ctx, c.stream, c.opts.Group, x.Name)
+		}
+	}
 }
 
 // store hands msgs to the sink, then acknowledges and deletes them.

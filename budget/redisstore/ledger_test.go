@@ -140,9 +140,22 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	go func() {
 		defer close(done)
 		s.ConsumeLedger(ctx, sk.store, redisstore.ConsumerOptions{Name: "live", Partitions: []string{"acme", "beta"},
-			Block: 50 * time.Millisecond, ClaimIdle: 200 * time.Millisecond})
+			Block: 50 * time.Millisecond, ClaimIdle: 200 * time.Millisecond, ForgetAfter: 300 * time.Millisecond})
 	}()
 	got := sk.wait(t, 4)
+	// The dead consumer, holding nothing now, leaves the group.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cs, err := rdb.XInfoConsumers(bg, s.LedgerStream("acme"), "tollgate-ledger").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 1 && cs[0].Name == "live" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers left in the group: %+v", cs)
+		}
+	}
 	cancel()
 	<-done
 

@@ -35,11 +35,12 @@ type Config struct {
 	// written to (fsync'd, group commit); reports read it. Empty: none.
 	LedgerPath string `yaml:"ledger_path"`
 	// LedgerPostgres is the PostgreSQL connection string (URL or key=value,
-	// write it as ${ENV_VAR}) of the production ledger. It needs the Redis
-	// store: each settlement is written to a Redis Stream in the same script
-	// that settles it, and every instance moves the stream into the
-	// tollgate_ledger table (idempotent by id, at least once); reports read
-	// the table. Empty: none.
+	// write it as ${ENV_VAR}) of the production ledger; reports read its
+	// tollgate_ledger table. With the Redis store each settlement is written
+	// to a Redis Stream in the same script that settles it, and every
+	// instance moves the stream into the table; with the embedded store the
+	// ledger_path file is shipped to it. Idempotent by id, at least once.
+	// Empty: none.
 	LedgerPostgres string `yaml:"ledger_postgres"`
 	// KeysPath is where the embedded store keeps API keys made through the
 	// admin API (JSON, hashes only). Empty: the admin API cannot make keys.

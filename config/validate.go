@@ -243,10 +243,10 @@ func (c *Config) validate(v *validator) {
 	}
 	switch c.Store.Kind {
 	case "embedded":
-		if c.LedgerPostgres != "" {
-			// The Redis Stream is the outbox that makes the PostgreSQL
-			// ledger at-least-once; the embedded store keeps ledger_path.
-			v.addf("ledger_postgres", "needs store.kind redis (the embedded store writes ledger_path)")
+		if c.LedgerPostgres != "" && c.LedgerPath == "" {
+			// The embedded store's outbox for PostgreSQL is the ledger
+			// file: each entry is on disk before it is shipped.
+			v.addf("ledger_postgres", "needs ledger_path with the embedded store (the file is shipped to PostgreSQL)")
 		}
 	case "redis":
 		r := c.Store.Redis

@@ -43,12 +43,18 @@ type App struct {
 	gateway *httpapi.Gateway
 	reg     *prometheus.Registry
 	ledger  *ledger.File        // nil without ledger_path
+	shipper *ledger.Shipper     // the embedded store's ledger file to PostgreSQL, or nil
+	pg      *ledger.Postgres    // the PostgreSQL ledger, or nil
 	keys    httpapi.KeyRegistry // run-time API keys, or nil
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance
 // keeps working here.
 const keyRefreshInterval = time.Second
+
+// shipInterval is how often the embedded store's ledger file is shipped
+// to PostgreSQL.
+const shipInterval = time.Second
 
 // New wires a gateway for cfg.
 func New(cfg *config.Config, log *slog.Logger) (*App, error) {
@@ -137,6 +143,13 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			a.Close()
 			return nil, err
 		}
+		if cfg.Store.Kind == "embedded" && cfg.LedgerPostgres != "" {
+			if a.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
+				a.Close()
+				return nil, err
+			}
+			a.shipper = ledger.NewShipper(a.ledger, a.pg.Insert, log)
+		}
 		gw.OnSettle(func(e budget.Entry) {
 			if err := a.ledger.Append(e); err != nil {
 				// The budgets have the spend; the entry goes to the log
@@ -157,6 +170,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	case a.shared != nil && a.shared.pg != nil:
 		api.WithLedger(a.shared.pg)
 		trail = audit.NewPostgres(a.shared.pg.Pool())
+	case a.pg != nil:
+		api.WithLedger(a.pg)
 	case a.shared != nil:
 		trail = audit.NewRedis(a.shared.rdb, cfg.Store.Redis.Prefix)
 	}
@@ -288,6 +303,9 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 	if a.keys != nil {
 		wg.Go(func() { a.gateway.RunKeyRefresh(ctx, keyRefreshInterval) })
 	}
+	if a.shipper != nil {
+		wg.Go(func() { a.shipper.Run(ctx, shipInterval) })
+	}
 	return func() {
 		cancel()
 		wg.Wait()
@@ -300,6 +318,9 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 func (a *App) Close() error {
 	if a.ledger != nil {
 		a.ledger.Close()
+	}
+	if a.pg != nil {
+		a.pg.Close()
 	}
 	if a.mem != nil {
 		return a.mem.Close()

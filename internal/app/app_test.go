@@ -23,6 +23,8 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -381,5 +383,88 @@ func TestReseedFromTheLedgerFile(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The embedded store's ledger file is shipped to PostgreSQL: entries made
+// while PostgreSQL is away follow when it returns, a restart resumes where
+// shipping stopped, and the table ends equal to the file — each entry
+// once, to the µ$.
+func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	db := pgtest.New(t)
+	dir := t.TempDir()
+	ledgerPath := filepath.Join(dir, "ledger.jsonl")
+	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k"), "PG": db.DSN}
+	cfg, err := config.Parse([]byte("ledger_path: "+ledgerPath+"\nledger_postgres: ${PG}\n"+cfgYAML),
+		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := func(url string, n int) {
+		for i := range n {
+			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"ship %d"}]}`, i)))
+			req.Header.Set("Authorization", "Bearer tg-k")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	conn := db.Conn()
+	table := func() (rows, sum int64) {
+		t.Helper()
+		err := conn.QueryRow(context.Background(), "SELECT count(*), coalesce(sum(usd_micros), 0) FROM tollgate_ledger").Scan(&rows, &sum)
+		if err != nil && strings.Contains(err.Error(), "42P01") {
+			return 0, 0 // nothing shipped yet: the table comes with the first entries
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, sum
+	}
+	waitRows := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if rows, _ := table(); rows == n {
+				return
+			}
+		}
+		rows, _ := table()
+		t.Fatalf("the table holds %d rows, want %d", rows, n)
+	}
+	serve(t, cfg, func(url string) {
+		chat(url, 4)
+		waitRows(4)
+		db.Block()
+		chat(url, 3) // on disk in the file, waiting for PostgreSQL
+	})
+	db.Unblock()
+	conn = db.Conn()
+	if rows, _ := table(); rows != 4 {
+		t.Fatalf("with PostgreSQL away %d rows were shipped, want the 4 from before", rows)
+	}
+	// The next start ships the rest, once.
+	serve(t, cfg, func(url string) {
+		waitRows(7)
+		chat(url, 2)
+		waitRows(9)
+	})
+	var fileSum int64
+	n := 0
+	if err := ledger.Read(ledgerPath, func(e budget.Entry) error { n++; fileSum += int64(e.Cost); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rows, sum := table(); rows != int64(n) || sum != fileSum || n != 9 {
+		t.Fatalf("table %d rows %d µ$, file %d entries %d µ$", rows, sum, n, fileSum)
 	}
 }

@@ -53,6 +53,8 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 	case a.shared != nil && a.shared.pg != nil:
 		src = a.shared.pg
 	case a.cfg.LedgerPath != "":
+		// With the embedded store the file is complete; PostgreSQL, if
+		// configured, may not have every line of it yet.
 		src = ledger.FileSource(a.cfg.LedgerPath)
 	default:
 		return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")

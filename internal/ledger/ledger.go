@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -25,7 +26,9 @@ type File struct {
 	path string
 	reqs chan request
 	done chan struct{}
-	once sync.Once
+	// committed is the length of the file's fsync'd complete lines.
+	committed atomic.Int64
+	once      sync.Once
 }
 
 type request struct {
@@ -50,6 +53,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("ledger: cutting a torn last line: %w", err)
 	}
 	l := &File{path: path, reqs: make(chan request, 1024), done: make(chan struct{})}
+	l.committed.Store(size)
 	go l.run(f, size)
 	return l, nil
 }
@@ -119,6 +123,7 @@ func (l *File) run(f *os.File, size int64) {
 		switch {
 		case err == nil:
 			size += n
+			l.committed.Store(size)
 		case broken == nil:
 			w.Reset(f)
 			if terr := f.Truncate(size); terr != nil {
@@ -130,6 +135,14 @@ func (l *File) run(f *os.File, size int64) {
 		}
 	}
 }
+
+// Path is the file's path.
+func (l *File) Path() string { return l.path }
+
+// Committed is the length of the file's lines that are on disk: a reader
+// of the file (the shipper) stops there, never reading a line a failed
+// write may still cut off.
+func (l *File) Committed() int64 { return l.committed.Load() }
 
 // Append writes e and returns once it is on disk.
 func (l *File) Append(e budget.Entry) error {

@@ -121,6 +121,10 @@ type consumer struct {
 	sink   LedgerSink
 	opts   ConsumerOptions
 	stream string
+	// grouped: the consumer group is known to exist (until an error: Redis
+	// may have lost it).
+	grouped   bool
+	lastClaim time.Time
 }
 
 func (c *consumer) run(ctx context.Context) {
@@ -129,13 +133,12 @@ func (c *consumer) run(ctx context.Context) {
 		c.opts.Log.Error("ledger: the Redis client cannot read streams")
 		return
 	}
-	backoff := newBackoff()
+	var backoff backoff
 	// "0": first what this consumer read before and never stored (it was
 	// restarted); ">" once that is done: new entries.
 	from := "0"
-	lastClaim := time.Time{}
 	for ctx.Err() == nil {
-		msgs, err := c.read(ctx, rdb, from, &lastClaim)
+		msgs, err := c.read(ctx, rdb, from)
 		if err == nil && len(msgs) > 0 {
 			err = c.store(ctx, rdb, msgs)
 		}
@@ -146,6 +149,7 @@ func (c *consumer) run(ctx context.Context) {
 			c.opts.Log.Warn("ledger: moving the stream", "stream", c.stream, "err", err)
 			backoff.wait(ctx)
 			from = "0" // what was read and not stored is this consumer's to retry
+			c.grouped = false
 			continue
 		case from == "0" && len(msgs) == 0:
 			from = ">"
@@ -156,11 +160,14 @@ func (c *consumer) run(ctx context.Context) {
 
 // read returns the next entries to store: those of a dead consumer, every
 // ClaimIdle, else this consumer's own (from "0") or new ones (">").
-func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string, lastClaim *time.Time) ([]redis.XMessage, error) {
-	if err := rdb.XGroupCreateMkStream(ctx, c.stream, c.opts.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return nil, err
+func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string) ([]redis.XMessage, error) {
+	if !c.grouped {
+		if err := rdb.XGroupCreateMkStream(ctx, c.stream, c.opts.Group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return nil, err
+		}
+		c.grouped = true
 	}
-	if time.Since(*lastClaim) >= c.opts.ClaimIdle {
+	if time.Since(c.lastClaim) >= c.opts.ClaimIdle {
 		msgs, _, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: c.stream, Group: c.opts.Group, Consumer: c.opts.Name,
 			MinIdle: c.opts.ClaimIdle, Start: "0-0", Count: c.opts.Batch}).Result()
 		if err != nil {
@@ -169,7 +176,7 @@ func (c *consumer) read(ctx context.Context, rdb redis.Cmdable, from string, las
 		if len(msgs) > 0 {
 			return msgs, nil // claim again next round: there may be more
 		}
-		*lastClaim = time.Now()
+		c.lastClaim = time.Now()
 		c.forgetGone(ctx, rdb)
 	}
 	block := c.opts.Block
@@ -259,8 +266,6 @@ func decodeLedger(m redis.XMessage) (budget.Entry, error) {
 
 // backoff waits longer after each failure, up to 5 s.
 type backoff struct{ d time.Duration }
-
-func newBackoff() *backoff { return &backoff{} }
 
 func (b *backoff) reset() { b.d = 0 }
 

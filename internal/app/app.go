@@ -169,7 +169,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	switch {
 	case a.shared != nil && a.shared.pg != nil:
 		api.WithLedger(a.shared.pg)
-		trail = audit.NewPostgres(a.shared.pg.Pool())
+		trail = audit.NewPostgres(a.shared.pg)
 	case a.pg != nil:
 		api.WithLedger(a.pg)
 	case a.shared != nil:

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
 // Entry is one change.
@@ -127,54 +129,28 @@ func (r *Redis) List(ctx context.Context) ([]Entry, error) {
 	return decode(lines, []Entry{}), nil
 }
 
-// Postgres is a trail in the tollgate_audit table, beside the ledger.
+// Postgres is a trail in the tollgate_audit table, beside the ledger
+// (whose schema creates it).
 type Postgres struct {
-	pool *pgxpool.Pool
-
-	mu     sync.Mutex
-	schema bool
+	db interface {
+		Pool(context.Context) (*pgxpool.Pool, error)
+	}
 }
 
-// NewPostgres returns the trail in the database pool reaches.
-func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
-
-func (p *Postgres) ensureSchema(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.schema {
-		return nil
-	}
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(0x746f6c6c61756474)); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS tollgate_audit (
-	seq    bigserial PRIMARY KEY,
-	time   timestamptz NOT NULL,
-	who    text NOT NULL,
-	action text NOT NULL,
-	target text NOT NULL,
-	entry  jsonb NOT NULL
-)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("audit: postgres: creating the audit table: %w", err)
-	}
-	p.schema = true
-	return nil
-}
+// NewPostgres returns the trail in the ledger's database.
+func NewPostgres(l *ledger.Postgres) *Postgres { return &Postgres{db: l} }
 
 // Append implements Log.
 func (p *Postgres) Append(ctx context.Context, e Entry) error {
-	if err := p.ensureSchema(ctx); err != nil {
+	pool, err := p.db.Pool(ctx)
+	if err != nil {
 		return err
 	}
 	doc, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	_, err = p.pool.Exec(ctx, `INSERT INTO tollgate_audit (time, who, action, target, entry) VALUES ($1, $2, $3, $4, $5::jsonb)`,
+	_, err = pool.Exec(ctx, `INSERT INTO tollgate_audit (time, who, action, target, entry) VALUES ($1, $2, $3, $4, $5::jsonb)`,
 		e.Time, e.Who, e.Action, e.Target, string(doc))
 	if err != nil {
 		return fmt.Errorf("audit: postgres: %w", err)
@@ -184,10 +160,11 @@ func (p *Postgres) Append(ctx context.Context, e Entry) error {
 
 // List implements Log.
 func (p *Postgres) List(ctx context.Context) ([]Entry, error) {
-	if err := p.ensureSchema(ctx); err != nil {
+	pool, err := p.db.Pool(ctx)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := p.pool.Query(ctx, `SELECT entry::text FROM tollgate_audit ORDER BY seq`)
+	rows, err := pool.Query(ctx, `SELECT entry::text FROM tollgate_audit ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("audit: postgres: %w", err)
 	}

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/tollgate-dev/tollgate/internal/audit"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 )
@@ -22,12 +21,12 @@ func TestRedis(t *testing.T) {
 }
 
 func TestPostgres(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), pgtest.New(t).DSN)
+	l, err := ledger.OpenPostgres(pgtest.New(t).DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	trail(t, audit.NewPostgres(pool))
+	defer l.Close()
+	trail(t, audit.NewPostgres(l))
 }
 
 // trail checks a Log keeps changes whole and in order, from two writers

@@ -51,6 +51,14 @@ CREATE TABLE IF NOT EXISTS tollgate_ledger (
 	recorded_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS tollgate_ledger_time ON tollgate_ledger (time);
+CREATE TABLE IF NOT EXISTS tollgate_audit (
+	seq    bigserial PRIMARY KEY,
+	time   timestamptz NOT NULL,
+	who    text NOT NULL,
+	action text NOT NULL,
+	target text NOT NULL,
+	entry  jsonb NOT NULL
+);
 `
 
 // schemaLock is the advisory lock key of the schema migration.
@@ -290,5 +298,11 @@ HAVING count(*) > 0`
 	return out, nil
 }
 
-// Pool is the ledger's connection pool, for tables kept beside it.
-func (p *Postgres) Pool() *pgxpool.Pool { return p.pool }
+// Pool returns the ledger's connection pool once its tables exist, for
+// the audit trail kept beside it (tollgate_audit).
+func (p *Postgres) Pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if err := p.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	return p.pool, nil
+}

@@ -28,6 +28,9 @@ type Shipper struct {
 	sink func(context.Context, []budget.Entry) error
 	log  *slog.Logger
 	mark string
+	// shipped is how far the file is shipped, once read from mark.
+	shipped int64
+	loaded  bool
 }
 
 // NewShipper ships f to sink.
@@ -62,7 +65,7 @@ func (s *Shipper) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Ship sends the committed entries not yet shipped and returns how many
-// it shipped.
+// it shipped. It is not safe for concurrent use (Run calls it alone).
 func (s *Shipper) Ship(ctx context.Context) (int, error) {
 	offset, err := s.offset()
 	if err != nil {
@@ -110,17 +113,28 @@ func (s *Shipper) Ship(ctx context.Context) (int, error) {
 		if err := atomicfile.Write(s.mark, []byte(strconv.FormatInt(offset, 10)+"\n")); err != nil {
 			return n, err
 		}
+		s.shipped = offset
 		n += len(batch)
 	}
 }
 
+// offset is how far the file is shipped: read from mark at the first
+// call, kept in memory after.
 func (s *Shipper) offset() (int64, error) {
+	if s.loaded {
+		return s.shipped, nil
+	}
 	data, err := os.ReadFile(s.mark)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s.shipped = 0
+	case err != nil:
 		return 0, err
+	default:
+		if s.shipped, err = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err != nil {
+			return 0, fmt.Errorf("ledger: %s: %w", s.mark, err)
+		}
 	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	s.loaded = true
+	return s.shipped, nil
 }

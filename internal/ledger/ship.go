@@ -75,6 +75,9 @@ func (s *Shipper) Ship(ctx context.Context) (int, error) {
 	if offset > end {
 		return 0, fmt.Errorf("ledger: %s says %d bytes were shipped, the ledger has %d", s.mark, offset, end)
 	}
+	if offset == end {
+		return 0, nil
+	}
 	f, err := os.Open(s.file.Path())
 	if err != nil {
 		return 0, err

@@ -71,12 +71,12 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		a.shared, a.store = shared, shared.store
-		shared.stored = prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tollgate_ledger_entries_stored_total",
-			Help: "Ledger entries this instance moved from the Redis ledger streams to PostgreSQL.",
-		})
-		a.reg.MustRegister(shared.stored)
 		if shared.pg != nil {
+			shared.stored = prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "tollgate_ledger_entries_stored_total",
+				Help: "Ledger entries this instance moved from the Redis ledger streams to PostgreSQL.",
+			})
+			a.reg.MustRegister(shared.stored)
 			a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "tollgate_ledger_backlog",
 				Help: "Ledger entries waiting in the Redis ledger streams for PostgreSQL (all instances').",

@@ -39,23 +39,25 @@ orgs: [{id: o, teams: [{id: t, limits: [{name: usd-month, kind: budget, unit: us
         keys: [{id: k, hash: "${HASH}"}]}]}]
 `
 
-// A gateway that shuts down writes its state; the next one starts from it.
-func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
+// simUpstream starts a simulated upstream for the test and returns its
+// API root.
+func simUpstream(t *testing.T) string {
+	t.Helper()
 	sim, err := simulated.New(simulated.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	up := httptest.NewServer(sim)
-	defer up.Close()
-	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
-	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
+	t.Cleanup(up.Close)
+	return up.URL + "/v1"
+}
 
-	a := serve(t, cfg, func(url string) {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+// chat sends n chat requests with the key tg-k, each different, and
+// fails the test unless each is served.
+func chat(t *testing.T, url string, n int) {
+	t.Helper()
+	for i := range n {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"hi %d"}]}`, i)))
 		req.Header.Set("Authorization", "Bearer tg-k")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -63,9 +65,21 @@ func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			t.Fatalf("status %d", resp.StatusCode)
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
 		}
-	})
+	}
+}
+
+// A gateway that shuts down writes its state; the next one starts from it.
+func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k")}
+	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
+
+	a := serve(t, cfg, func(url string) { chat(t, url, 1) })
 	spent, _ := a.Store().Spent(bucket, period)
 	if spent == 0 {
 		t.Fatal("nothing was spent")
@@ -329,15 +343,9 @@ func (s *syncBuffer) String() string {
 // gives back the team budget and the spend meters, to the µ$, and the
 // restarted gateway enforces them.
 func TestReseedFromTheLedgerFile(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	defer up.Close()
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "state.json")
-	vars := map[string]string{"SNAP": snap, "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
+	vars := map[string]string{"SNAP": snap, "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k")}
 	cfg, err := config.Parse([]byte("ledger_path: "+filepath.Join(dir, "ledger.jsonl")+"\n"+cfgYAML),
 		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
@@ -345,17 +353,7 @@ func TestReseedFromTheLedgerFile(t *testing.T) {
 	}
 	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
 	meter := "spend:o/t/k/m:spend-month"
-	a := serve(t, cfg, func(url string) {
-		for i := range 5 {
-			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"hi %d"}]}`, i)))
-			req.Header.Set("Authorization", "Bearer tg-k")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		}
-	})
+	a := serve(t, cfg, func(url string) { chat(t, url, 5) })
 	spent, _ := a.Store().Spent(bucket, period)
 	metered, _ := a.Store().Spent(meter, period)
 	if spent == 0 || metered != spent {
@@ -391,34 +389,14 @@ func TestReseedFromTheLedgerFile(t *testing.T) {
 // shipping stopped, and the table ends equal to the file — each entry
 // once, to the µ$.
 func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	defer up.Close()
 	db := pgtest.New(t)
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "ledger.jsonl")
-	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k"), "PG": db.DSN}
+	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k"), "PG": db.DSN}
 	cfg, err := config.Parse([]byte("ledger_path: "+ledgerPath+"\nledger_postgres: ${PG}\n"+cfgYAML),
 		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
-	}
-	chat := func(url string, n int) {
-		for i := range n {
-			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"ship %d"}]}`, i)))
-			req.Header.Set("Authorization", "Bearer tg-k")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-		}
 	}
 	conn := db.Conn()
 	table := func() (rows, sum int64) {
@@ -443,10 +421,10 @@ func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
 		t.Fatalf("the table holds %d rows, want %d", rows, n)
 	}
 	serve(t, cfg, func(url string) {
-		chat(url, 4)
+		chat(t, url, 4)
 		waitRows(4)
 		db.Block()
-		chat(url, 3) // on disk in the file, waiting for PostgreSQL
+		chat(t, url, 3) // on disk in the file, waiting for PostgreSQL
 	})
 	db.Unblock()
 	conn = db.Conn()
@@ -456,7 +434,7 @@ func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
 	// The next start ships the rest, once.
 	serve(t, cfg, func(url string) {
 		waitRows(7)
-		chat(url, 2)
+		chat(t, url, 2)
 		waitRows(9)
 	})
 	var fileSum int64

@@ -87,19 +87,28 @@ func TestOneRoundTripToReserveOneToSettle(t *testing.T) {
 //
 //	go test -run XXX -bench ReserveSettle -cpu 1,64 ./budget/redisstore/
 func BenchmarkReserveSettle(b *testing.B) {
+	benchPairs(b, requestLimits(), nil)
+}
+
+// benchPairs reserves and settles against limits from parallel callers,
+// on a redis-server started for the benchmark; entry, if set, makes each
+// pair carry ledger entries (the store's Ledger option on).
+func benchPairs(b *testing.B, limits []budget.Limit, entry func() *budget.Entry) {
 	srv := redistest.Start(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
 	defer rdb.Close()
-	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second}), time.Minute)
-	limits := requestLimits()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second, Ledger: entry != nil}), time.Minute)
+	if entry == nil {
+		entry = func() *budget.Entry { return nil }
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
+			r, _, err := e.ReserveFor(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10}, entry())
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.Settle(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
+			if _, err := e.SettleEntry(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}, entry()); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -120,23 +129,7 @@ func benchEntry() *budget.Entry {
 //
 //	go test -run XXX -bench ReserveSettleLedger -cpu 1,64 ./budget/redisstore/
 func BenchmarkReserveSettleLedger(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
-	defer rdb.Close()
-	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second, Ledger: true}), time.Minute)
-	limits := requestLimits()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r, _, err := e.ReserveFor(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10}, benchEntry())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := e.SettleEntry(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}, benchEntry()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchPairs(b, requestLimits(), benchEntry)
 }
 
 // BenchmarkReserveSettleMeters is BenchmarkReserveSettle with the two
@@ -145,25 +138,10 @@ func BenchmarkReserveSettleLedger(b *testing.B) {
 //
 //	go test -run XXX -bench ReserveSettleMeters -cpu 1,64 ./budget/redisstore/
 func BenchmarkReserveSettleMeters(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
-	defer rdb.Close()
-	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: time.Second}), time.Minute)
 	limits := requestLimits()
 	for _, p := range []budget.Period{budget.Day, budget.Month} {
 		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
 			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
 	}
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r, _, err := e.Reserve(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := e.Settle(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchPairs(b, limits, nil)
 }

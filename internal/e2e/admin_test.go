@@ -186,21 +186,25 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		t.Fatalf("viewer's report: %s", vBody)
 	}
 
+	// chat sends one request as k1 and returns its status.
+	chat := func() int {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
 	// Finance freezes ml at $0.000001: its next request is refused; the
 	// change is in the audit trail with who, old and new.
 	status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$0.000001"}`)
 	if status != 200 {
 		t.Fatalf("set ceiling: %d %s", status, body)
 	}
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 429 {
-		t.Fatalf("after the freeze: %d", resp.StatusCode)
+	if got := chat(); got != 429 {
+		t.Fatalf("after the freeze: %d", got)
 	}
 	// The read side shows the override next to the configured amount, and
 	// when the month ends.
@@ -235,14 +239,8 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		temp.Until.Before(time.Now().Add(59*time.Minute)) || temp.Until.After(time.Now().Add(time.Hour)) {
 		t.Fatalf("temporary ceiling: %d %s", status, body)
 	}
-	req, _ = http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	if resp, err = http.DefaultClient.Do(req); err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("under the temporary raise: %d", resp.StatusCode)
+	if got := chat(); got != 200 {
+		t.Fatalf("under the temporary raise: %d", got)
 	}
 	if _, ceilBody = adminCall(t, "GET", url+"/admin/v1/ceilings?org=acme&team=ml", financeToken, ""); !strings.Contains(ceilBody,
 		`"in_force":20000000,"overridden":true,"override_until":"`+temp.Until.UTC().Format(time.RFC3339Nano)+`"`) {
@@ -250,16 +248,6 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	}
 	// A key's own budget: frozen, k1 is refused while its team has room;
 	// its ceilings read under its team; back to the configured amount.
-	chat := func() int {
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"x"}]}`))
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1"}`); status != 200 ||
 		!strings.Contains(body, `"budget":"key:acme/k1:key-usd-day","new":1,"old":2000000`) {
 		t.Fatalf("freezing a key's budget: %d %s", status, body)

@@ -289,9 +289,14 @@ type Model struct {
 	// DefaultOutputTokens caps a request that sets no limit; the gateway
 	// writes it into the forwarded request so the estimate is an upper bound.
 	DefaultOutputTokens int64 `yaml:"default_output_tokens"`
-	// ImageTokens is the flat token cost charged per input image (the
-	// largest an image can cost on this model).
+	// ImageTokens bounds one input image, in input tokens: the most an
+	// image can cost on this model. Unset, it defaults to the provider's
+	// figure for the model's family (see the README); a model of no known
+	// family then refuses images rather than take them unpriced.
 	ImageTokens int64 `yaml:"image_tokens"`
+	// ImageTokensLow bounds an image sent with detail "low", where the
+	// model bills those at a fixed lower figure.
+	ImageTokensLow int64 `yaml:"image_tokens_low"`
 	// Embedding marks an embeddings model (no output tokens).
 	Embedding bool `yaml:"embedding"`
 }

@@ -70,6 +70,12 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if c.Models["gpt-4o-mini"].CachedInput.Value != 75_000 {
 		t.Errorf("$0.075 parsed as %d µ$", c.Models["gpt-4o-mini"].CachedInput.Value)
 	}
+	// No image is free: each family gets its provider's largest figure.
+	for name, want := range map[string][2]int64{"gpt-4o": {1445, 85}, "gpt-4o-mini": {48169, 2833}, "gpt-4.1-mini": {2489, 0}, "o4-mini": {2642, 0}} {
+		if m := c.Models[name]; m.ImageTokens != want[0] || m.ImageTokensLow != want[1] {
+			t.Errorf("%s: image_tokens %d, low %d; want %v", name, m.ImageTokens, m.ImageTokensLow, want)
+		}
+	}
 	if c.Lease != config.DefaultLease || c.Store.SnapshotInterval != 30*time.Second {
 		t.Errorf("defaults not applied: lease %v snapshot %v", c.Lease, c.Store.SnapshotInterval)
 	}

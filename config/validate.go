@@ -132,6 +132,14 @@ func (c *Config) SetDefaults() {
 				m.TokenRatio = DefaultClaudeTokenRatio
 			}
 		}
+		if m.ImageTokens == 0 && !m.Embedding {
+			if high, low, ok := imageBound(name); ok {
+				m.ImageTokens = high
+				if m.ImageTokensLow == 0 {
+					m.ImageTokensLow = low
+				}
+			}
+		}
 		if m.DefaultOutputTokens == 0 && !m.Embedding {
 			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
 		}
@@ -318,6 +326,12 @@ func (c *Config) validate(v *validator) {
 		}
 		if m.ImageTokens < 0 {
 			v.addf(p+".image_tokens", "must not be negative")
+		}
+		if high, _, ok := imageBound(name); ok && m.ImageTokens < high && !m.Embedding {
+			v.addf(p+".image_tokens", "%d is below the most one image can cost on this model family (%d input tokens): an image would be reserved for less than it bills", m.ImageTokens, high)
+		}
+		if m.ImageTokensLow < 0 || m.ImageTokensLow > m.ImageTokens {
+			v.addf(p+".image_tokens_low", "must be between 0 and image_tokens (%d)", m.ImageTokens)
 		}
 		if m.TokenRatio != 0 && (m.TokenRatio < 1 || m.TokenRatio > 4) {
 			v.addf(p+".token_ratio", "must be between 1 and 4 (an upper bound never scales a count down)")

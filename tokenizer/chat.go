@@ -21,18 +21,19 @@ type ChatMessage struct {
 	Name string
 	// Texts are the text content parts (a string content is one part).
 	Texts []string
-	// Images is the number of image parts; each costs Chat's imageTokens.
-	Images int
+	// ImageTokens bounds the message's images (and any other input the
+	// caller priced in tokens itself); it is added as it is.
+	ImageTokens int64
 	// Extra holds every other string the model reads: tool_call_id, a
 	// refusal, and the JSON of each tool or function call.
 	Extra []string
 }
 
 // Chat returns the prompt tokens of a chat request: messages with their
-// overheads, tool definitions (each the JSON text of one tool) and
-// imageTokens per image. For plain text it equals the API's count (the
+// overheads, tool definitions (each the JSON text of one tool) and the
+// messages' image bounds. For plain text it equals the API's count (the
 // cookbook's method); with tools it is an upper bound.
-func (c *Counter) Chat(msgs []ChatMessage, tools []string, imageTokens int64) int64 {
+func (c *Counter) Chat(msgs []ChatMessage, tools []string) int64 {
 	var n int64
 	for i := range msgs {
 		m := &msgs[i]
@@ -46,7 +47,7 @@ func (c *Counter) Chat(msgs []ChatMessage, tools []string, imageTokens int64) in
 		for _, t := range m.Extra {
 			n += c.Count(t)
 		}
-		n += int64(m.Images) * imageTokens
+		n += m.ImageTokens
 	}
 	if len(tools) > 0 {
 		n += tokensToolsWrapper

@@ -40,7 +40,7 @@ func TestChatMatchesCookbook(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := load(t, tc.enc)
 			for range 2 { // the second pass is served from the cache
-				if got := c.Chat(cookbookMessages, nil, 0); got != tc.want {
+				if got := c.Chat(cookbookMessages, nil); got != tc.want {
 					t.Fatalf("Chat = %d, want %d", got, tc.want)
 				}
 			}
@@ -77,8 +77,8 @@ func TestToolsCountIsAnUpperBound(t *testing.T) {
 		3 + 3 + c.Count("location:string:The city and state, e.g. San Francisco, CA") +
 		3 - 3 + 3 + c.Count("celsius") + 3 + c.Count("fahrenheit") + c.Count("unit:string:The unit of temperature to return") + 12
 	msgs := []tokenizer.ChatMessage{{Role: "user", Texts: []string{"What's the weather like in Paris?"}}}
-	with := c.Chat(msgs, []string{tool}, 0)
-	without := c.Chat(msgs, nil, 0)
+	with := c.Chat(msgs, []string{tool})
+	without := c.Chat(msgs, nil)
 	if with-without < cookbook {
 		t.Fatalf("tools counted %d, below the cookbook's %d", with-without, cookbook)
 	}
@@ -86,8 +86,8 @@ func TestToolsCountIsAnUpperBound(t *testing.T) {
 
 func TestChatCountsImagesAndExtras(t *testing.T) {
 	c := load(t, "o200k_base")
-	base := c.Chat([]tokenizer.ChatMessage{{Role: "user", Texts: []string{"hi"}}}, nil, 765)
-	got := c.Chat([]tokenizer.ChatMessage{{Role: "user", Texts: []string{"hi"}, Images: 2, Extra: []string{"call_1"}}}, nil, 765)
+	base := c.Chat([]tokenizer.ChatMessage{{Role: "user", Texts: []string{"hi"}}}, nil)
+	got := c.Chat([]tokenizer.ChatMessage{{Role: "user", Texts: []string{"hi"}, ImageTokens: 2 * 765, Extra: []string{"call_1"}}}, nil)
 	if want := base + 2*765 + c.Count("call_1"); got != want {
 		t.Fatalf("Chat = %d, want %d", got, want)
 	}
@@ -130,7 +130,7 @@ func ExampleCounter_Chat() {
 	n := c.Chat([]tokenizer.ChatMessage{
 		{Role: "system", Texts: []string{"You are terse."}},
 		{Role: "user", Texts: []string{"Say hi."}},
-	}, nil, 0)
+	}, nil)
 	fmt.Println(n)
 	// Output: 18
 }

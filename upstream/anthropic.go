@@ -32,6 +32,15 @@ type anthropicBlock struct {
 	Data     string          `json:"data"`
 }
 
+// Anthropic adds a system prompt when a request has tools (346 tokens on
+// Claude 4 with tool_choice auto, fewer otherwise), and expands each
+// schema-less client tool: bash 245 tokens, the text editor 700, computer
+// use 735 plus a system prompt of up to 499. Both are bounded from above.
+const (
+	anthropicToolPromptTokens = 400
+	anthropicClientToolTokens = 1300
+)
+
 // messagesInput counts an Anthropic Messages request: the system prompt,
 // every message's blocks, and the tool definitions, as if they were an
 // OpenAI chat (the caller scales the count by the model's TokenRatio).
@@ -50,7 +59,7 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 	counted := make([]tokenizer.ChatMessage, 0, len(msgs)+1)
 	if sys, ok := r.fields["system"]; ok && !isNull(sys) {
 		cm := tokenizer.ChatMessage{Role: "system"}
-		if err := addBlocks(&cm, sys, "system"); err != nil {
+		if err := addBlocks(&cm, m, sys, "system"); err != nil {
 			return 0, err
 		}
 		counted = append(counted, cm)
@@ -61,12 +70,13 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 			return 0, badRequest(param+".role", "must be user or assistant")
 		}
 		cm := tokenizer.ChatMessage{Role: msg.Role}
-		if err := addBlocks(&cm, msg.Content, param+".content"); err != nil {
+		if err := addBlocks(&cm, m, msg.Content, param+".content"); err != nil {
 			return 0, err
 		}
 		counted = append(counted, cm)
 	}
 	var tools []string
+	var extra int64
 	if raw, ok := r.fields["tools"]; ok && !isNull(raw) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
@@ -74,14 +84,22 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 		}
 		for _, t := range list {
 			tools = append(tools, string(compact(t)))
+			if typ := gjson.GetBytes(t, "type").String(); typ != "" && typ != "custom" {
+				// Anthropic's schema-less client tools (bash, text editor,
+				// computer) are expanded at the provider.
+				extra += anthropicClientToolTokens
+			}
+		}
+		if len(list) > 0 {
+			extra += anthropicToolPromptTokens
 		}
 	}
-	return m.Counter.Chat(counted, tools, m.ImageTokens), nil
+	return m.Counter.Chat(counted, tools) + extra, nil
 }
 
 // addBlocks counts Anthropic content: a string or an array of blocks. Blocks
 // the gateway cannot bound (documents, files) are refused.
-func addBlocks(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) error {
+func addBlocks(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param string) error {
 	if len(raw) == 0 || isNull(raw) {
 		return nil
 	}
@@ -102,11 +120,15 @@ func addBlocks(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) err
 		case "text":
 			cm.Texts = append(cm.Texts, b.Text)
 		case "image":
-			cm.Images++
+			n, err := m.image("", fmt.Sprintf("%s[%d]", param, i))
+			if err != nil {
+				return err
+			}
+			cm.ImageTokens += n
 		case "tool_use":
 			cm.Extra = append(cm.Extra, b.Name, string(compact(b.Input)))
 		case "tool_result":
-			if err := addBlocks(cm, b.Content, fmt.Sprintf("%s[%d].content", param, i)); err != nil {
+			if err := addBlocks(cm, m, b.Content, fmt.Sprintf("%s[%d].content", param, i)); err != nil {
 				return err
 			}
 		case "thinking":

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
@@ -21,6 +23,31 @@ type chatMessage struct {
 type contentPart struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// ImageURL is chat's {"url", "detail"} (or a bare URL string).
+	ImageURL json.RawMessage `json:"image_url"`
+	// Detail is the Responses API's input_image detail.
+	Detail string `json:"detail"`
+}
+
+// detail is an image part's detail level: "low", "high" or "auto".
+func (p *contentPart) detail() string {
+	if p.Detail != "" {
+		return p.Detail
+	}
+	return gjson.GetBytes(p.ImageURL, "detail").String()
+}
+
+// image bounds one image: the model's figure for the largest image it
+// takes, or its low-detail figure where the client asked for low detail.
+// A model with no image figure refuses images: an image is never free.
+func (m *Model) image(detail, param string) (int64, error) {
+	if detail == "low" && m.ImageTokensLow > 0 {
+		return m.ImageTokensLow, nil
+	}
+	if m.ImageTokens <= 0 {
+		return 0, badRequest(param, "%s is an image, and the model %s has no image bound (set models.%s.image_tokens): the gateway does not forward input it cannot price", param, m.Name, m.Name)
+	}
+	return m.ImageTokens, nil
 }
 
 func (r *Request) chatInput(m *Model) (int64, error) {
@@ -42,7 +69,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 			return 0, badRequest(param+".role", "is required")
 		}
 		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name}
-		if err := addContent(&cm, msg.Content, param+".content"); err != nil {
+		if err := addContent(&cm, m, msg.Content, param+".content"); err != nil {
 			return 0, err
 		}
 		for _, tc := range msg.ToolCalls {
@@ -77,14 +104,14 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	if raw, ok := r.fields["response_format"]; ok && bytes.Contains(raw, []byte("json_schema")) {
 		tools = append(tools, string(compact(raw)))
 	}
-	return m.Counter.Chat(counted, tools, m.ImageTokens), nil
+	return m.Counter.Chat(counted, tools), nil
 }
 
 // addContent counts a message's content: a string, null, or an array of
 // parts. Only text and image parts have a bound the gateway can compute;
 // other part types (audio, files) are refused rather than let through
 // unpriced.
-func addContent(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) error {
+func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param string) error {
 	if len(raw) == 0 || isNull(raw) {
 		return nil
 	}
@@ -105,7 +132,11 @@ func addContent(cm *tokenizer.ChatMessage, raw json.RawMessage, param string) er
 		case "text", "input_text":
 			cm.Texts = append(cm.Texts, p.Text)
 		case "image_url", "input_image":
-			cm.Images++
+			n, err := m.image(p.detail(), fmt.Sprintf("%s[%d]", param, i))
+			if err != nil {
+				return err
+			}
+			cm.ImageTokens += n
 		default:
 			return badRequest(fmt.Sprintf("%s[%d].type", param, i), "content part type %q cannot be estimated by the gateway", p.Type)
 		}
@@ -123,38 +154,46 @@ func compact(raw json.RawMessage) []byte {
 
 // promptInput counts a prompt or embeddings input: a string, an array of
 // strings, an array of token ids, or an array of such arrays.
-func (r *Request) promptInput(m *Model, key string) (int64, error) {
+// It also returns how many prompts (inputs) it holds: an array of strings or
+// of token arrays is one per element, a string or one token array is one.
+func (r *Request) promptInput(m *Model, key string) (tokens, prompts int64, err error) {
 	raw, ok := r.fields[key]
 	if !ok || isNull(raw) {
-		return 0, badRequest(key, "is required")
+		return 0, 0, badRequest(key, "%s is required", key)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return m.Counter.Count(s), nil
+		return m.Counter.Count(s), 1, nil
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return 0, badRequest(key, "must be a string, an array of strings or an array of token arrays")
+		return 0, 0, badRequest(key, "%s must be a string, an array of strings or an array of token arrays", key)
 	}
 	if len(list) == 0 {
-		return 0, badRequest(key, "must not be empty")
+		return 0, 0, badRequest(key, "%s must not be empty", key)
 	}
-	var n int64
+	ids := 0
 	for i, item := range list {
 		if err := json.Unmarshal(item, &s); err == nil {
-			n += m.Counter.Count(s)
+			tokens += m.Counter.Count(s)
+			prompts++
 			continue
 		}
 		var tok int64
 		if err := json.Unmarshal(item, &tok); err == nil {
-			n++ // one token id
+			tokens++ // one token id of a single tokenized prompt
+			ids++
 			continue
 		}
 		var toks []int64
 		if err := json.Unmarshal(item, &toks); err != nil {
-			return 0, badRequest(fmt.Sprintf("%s[%d]", key, i), "must be a string, a token id or an array of token ids")
+			return 0, 0, badRequest(fmt.Sprintf("%s[%d]", key, i), "%s[%d] must be a string, a token id or an array of token ids", key, i)
 		}
-		n += int64(len(toks))
+		tokens += int64(len(toks))
+		prompts++
 	}
-	return n, nil
+	if ids > 0 {
+		prompts++ // the token ids among the elements are one prompt
+	}
+	return tokens, prompts, nil
 }

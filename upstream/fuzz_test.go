@@ -18,6 +18,9 @@ func FuzzPrepare(f *testing.F) {
 	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":[[1,2],[3]],"max_tokens":3,"best_of":2}`))
 	f.Add(uint8(upstream.Embeddings), []byte(`{"model":"m","input":["a","b"]}`))
 	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","max_tokens":1e2,"max_tokens":null,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`))
+	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","N":3,"\u017ftream":true,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","detail":"low"}}]}]}`))
+	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":["a","b",[1,2]],"n":2,"best_of":3,"max_tokens":7}`))
+	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"prediction":{"type":"content","content":[{"type":"text","text":"abc"}]},"service_tier":"flex"}`))
 	m := model(f, "o200k_base")
 	emb := *m
 	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
@@ -40,7 +43,7 @@ func FuzzPrepare(f *testing.F) {
 		if !json.Valid(p.Body) {
 			t.Fatalf("forwarded body is not JSON: %s", p.Body)
 		}
-		if p.InputTokens < 0 || p.MaxOutputTokens < 0 || p.MaxOutputTokens > mm.MaxOutputTokens*128 {
+		if p.InputTokens < 0 || p.MaxOutputTokens < 0 || p.MaxOutputTokens > mm.MaxOutputTokens*128*128+int64(len(body)) {
 			t.Fatalf("bound out of range: %+v", p)
 		}
 		again, err := upstream.ParseRequest(e, p.Body)

@@ -80,8 +80,11 @@ type Model struct {
 	Counter             *tokenizer.Counter
 	MaxOutputTokens     int64
 	DefaultOutputTokens int64
-	ImageTokens         int64
-	Embedding           bool
+	// ImageTokens bounds one input image (the largest the model takes);
+	// 0 refuses images. ImageTokensLow, if set, bounds a low-detail one.
+	ImageTokens    int64
+	ImageTokensLow int64
+	Embedding      bool
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64
@@ -99,6 +102,9 @@ type Request struct {
 	// User is the request's "user" field, if any.
 	User   string
 	fields map[string]json.RawMessage
+	// prompts is how many prompts a legacy completions request holds:
+	// each gets its own choices.
+	prompts int64
 }
 
 // ParseRequest decodes a client body for endpoint e.
@@ -106,6 +112,9 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return nil, badRequest("", "the body is not a JSON object")
+	}
+	if err := checkNames(e, body); err != nil {
+		return nil, err
 	}
 	r := &Request{Endpoint: e, fields: fields}
 	if err := r.str("model", &r.Model); err != nil {
@@ -167,7 +176,7 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 	case Chat:
 		p.InputTokens, err = r.chatInput(m)
 	case Completions:
-		p.InputTokens, err = r.promptInput(m, "prompt")
+		p.InputTokens, r.prompts, err = r.promptInput(m, "prompt")
 		if err == nil {
 			var suffix string
 			if err = r.str("suffix", &suffix); err == nil {
@@ -175,13 +184,16 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 			}
 		}
 	case Embeddings:
-		p.InputTokens, err = r.promptInput(m, "input")
+		p.InputTokens, _, err = r.promptInput(m, "input")
 	case Messages:
 		p.InputTokens, err = r.messagesInput(m)
 	case Responses:
 		p.InputTokens, err = r.responsesInput(m)
 	default:
 		err = badRequest("", "unknown endpoint")
+	}
+	if err == nil {
+		err = r.refuseUnbounded()
 	}
 	if err != nil {
 		return nil, err
@@ -269,9 +281,19 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 		}
 		choices = max(choices, bestOf)
 	}
-	p.MaxOutputTokens = limit * max(choices, 1)
+	// Every prompt of a legacy completions request gets n (best_of)
+	// choices of its own.
+	choices = max(choices, 1) * max(r.prompts, 1)
+	if choices > maxChoices {
+		return badRequest("n", "n × best_of × the number of prompts is %d; the gateway bounds a request at %d choices", choices, maxChoices)
+	}
+	p.MaxOutputTokens = limit*choices + r.predicted(m)
 	return nil
 }
+
+// maxChoices bounds the choices one request may generate: each prompt × n
+// (or best_of).
+const maxChoices = 128 * 128
 
 // positiveInt reads an optional integer field in [1, maxValue].
 func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, err error) {

@@ -58,7 +58,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 				if it.Role == "" {
 					return 0, badRequest(param+".role", "is required")
 				}
-				if err := addContent(&cm, it.Content, param+".content"); err != nil {
+				if err := addContent(&cm, m, it.Content, param+".content"); err != nil {
 					return 0, err
 				}
 			case "function_call":
@@ -94,7 +94,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 	if raw, ok := r.fields["text"]; ok && gjson.GetBytes(raw, "format.type").String() == "json_schema" {
 		tools = append(tools, string(compact(raw)))
 	}
-	return m.Counter.Chat(msgs, tools, m.ImageTokens), nil
+	return m.Counter.Chat(msgs, tools), nil
 }
 
 // responsesUsage is the Responses API's usage block (input_tokens includes

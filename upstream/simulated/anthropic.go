@@ -22,24 +22,35 @@ type messagesRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Stream bool `json:"stream"`
+	Stream bool              `json:"stream"`
+	Tools  []json.RawMessage `json:"tools"`
 }
 
-func anthropicText(raw json.RawMessage) string {
+// anthropicText is the text of a content field, and what its images cost.
+func anthropicText(raw json.RawMessage) (string, int64) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return s, 0
 	}
 	var blocks []struct {
 		Type, Text string
+		Source     struct{ Data string }
 	}
 	_ = json.Unmarshal(raw, &blocks)
 	var b strings.Builder
+	var images int64
 	for _, x := range blocks {
 		b.WriteString(x.Text)
+		if x.Type == "image" {
+			images += claudeImageTokens(x.Source.Data)
+		}
 	}
-	return b.String()
+	return b.String(), images
 }
+
+// claudeToolPrompt is the system prompt Anthropic adds to a request with
+// tools (Claude 4, tool_choice auto).
+const claudeToolPrompt = 346
 
 func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
@@ -61,14 +72,23 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := s.counter(req.Model)
-	var bpe int64
+	var bpe, images int64
 	if len(req.System) > 0 {
-		bpe += c.Count(anthropicText(req.System))
+		text, img := anthropicText(req.System)
+		bpe, images = c.Count(text), img
 	}
 	for _, m := range req.Messages {
-		bpe += 3 + c.Count(anthropicText(m.Content))
+		text, img := anthropicText(m.Content)
+		bpe += 3 + c.Count(text)
+		images += img
 	}
-	prompt := int64(math.Ceil(float64(bpe) * ClaudeFactor))
+	if len(req.Tools) > 0 {
+		bpe += claudeToolPrompt
+		for _, t := range req.Tools {
+			bpe += c.Count(string(t))
+		}
+	}
+	prompt := int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images
 	seed := seedOf(body)
 	n, finish := s.replyTokens(seed, req.MaxTokens)
 	stop := map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]

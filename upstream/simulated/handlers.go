@@ -23,6 +23,7 @@ type request struct {
 	MaxTokens           int64             `json:"max_tokens"`
 	MaxCompletionTokens int64             `json:"max_completion_tokens"`
 	N                   int64             `json:"n"`
+	BestOf              int64             `json:"best_of"`
 	Stream              bool              `json:"stream"`
 	StreamOptions       struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -70,15 +71,21 @@ func chatPrompt(c *tokenizer.Counter, req *request) int64 {
 			continue
 		}
 		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type     string          `json:"type"`
+			Text     string          `json:"text"`
+			ImageURL json.RawMessage `json:"image_url"`
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
-			if p.Type == "text" {
+			switch p.Type {
+			case "text":
 				n += c.Count(p.Text)
-			} else {
-				n += 85 // a low-detail image
+			case "image_url":
+				var img struct{ URL, Detail string }
+				if json.Unmarshal(p.ImageURL, &img) != nil {
+					_ = json.Unmarshal(p.ImageURL, &img.URL)
+				}
+				n += openAIImageTokens(req.Model, img.URL, img.Detail)
 			}
 		}
 	}
@@ -161,6 +168,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	if limit == 0 {
 		limit = 16
 	}
+	// Every prompt gets its own n choices; best_of are generated (and
+	// billed) and the best n returned.
+	prompts := int64(1)
+	var list []json.RawMessage
+	if json.Unmarshal(req.Prompt, &list) == nil && len(list) > 0 {
+		var tok int64
+		if json.Unmarshal(list[0], &tok) != nil { // not one tokenized prompt
+			prompts = int64(len(list))
+		}
+	}
+	req.BestOf = max(req.BestOf, req.N) * prompts
+	req.N *= prompts
 	s.generate(w, r, req, seedOf(body), promptTokens(s.counter(req.Model), req.Prompt), limit, false)
 }
 
@@ -174,10 +193,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 	}
 	choices := make([]choice, req.N)
 	var completion int64
-	for i := range choices {
+	for i := range max(req.N, req.BestOf) {
 		n, finish := s.replyTokens(seed+uint64(i), limit)
-		choices[i] = choice{reply(seed+uint64(i), n), finish, n}
-		completion += n
+		if i < int64(len(choices)) {
+			choices[i] = choice{reply(seed+uint64(i), n), finish, n}
+		}
+		completion += n // best_of bills every candidate generated
 	}
 	u := usage{prompt, completion, prompt + completion}
 	created := time.Now().Unix()

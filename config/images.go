@@ -1,0 +1,55 @@
+package config
+
+import "strings"
+
+// imageBound is the most one input image can cost on a model family, in
+// input tokens, and its low-detail figure (0 where low detail costs the
+// same). These are the providers' own formulas taken at their largest image:
+//
+//   - OpenAI tile models (gpt-4o, gpt-4.1, gpt-4.5, gpt-4-turbo): 85 + 170
+//     per 512 px tile, at most 8 tiles (an image is fitted into 2048 px and
+//     its short side scaled to 768 px): 1,445; low detail 85. gpt-4o-mini
+//     bills the same tiles at 2,833 + 5,667 each: 48,169; low 2,833. o1 and
+//     o3: 75 + 150 a tile: 1,275; low 75.
+//   - OpenAI patch models: 32 px patches, at most 1,536, times the model's
+//     multiplier (gpt-4.1-mini and gpt-5 mini models 1.62, nano models 2.46,
+//     o4-mini and codex-mini 1.72); detail has no effect. Full gpt-5 models
+//     take up to 2,500 patches at 1.2: 3,000.
+//   - Claude: an image is scaled to at most 1.15 megapixels, about 1,600
+//     tokens.
+//
+// ok is false for a model of no known family: its image_tokens must be set,
+// or images sent to it are refused.
+func imageBound(model string) (high, low int64, ok bool) {
+	m := strings.ToLower(model)
+	if i := strings.LastIndex(m, "/"); i >= 0 {
+		m = m[i+1:] // "openai/gpt-4o", "anthropic.claude-…"
+	}
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if strings.Contains(m, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("claude"):
+		return 1600, 0, true
+	case has("gpt-4o-mini"):
+		return 48169, 2833, true
+	case has("gpt-5") && has("nano"), has("gpt-4.1-nano"):
+		return 3779, 0, true
+	case has("gpt-5") && has("mini"), has("gpt-4.1-mini"):
+		return 2489, 0, true
+	case has("o4-mini", "codex-mini"):
+		return 2642, 0, true
+	case has("gpt-5"):
+		return 3000, 0, true
+	case has("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-4-turbo", "gpt-4-vision"):
+		return 1445, 85, true
+	case strings.HasPrefix(m, "o1"), strings.HasPrefix(m, "o3"):
+		return 1275, 75, true
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,149 @@
+package upstream
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// A shape is what the gateway reads at one level of a request body: the
+// field names it looks up there, and the shapes of the values below it.
+//
+// A server written in Go decodes JSON into structs with encoding/json, which
+// matches a key to a field by Unicode simple case folding: "N", "Stream",
+// "ſtream" (long s) and "\u212aey" (Kelvin sign) all land in the same field as
+// "n", "stream" and "key". The gateway reads names exactly, so such a key
+// would be forwarded unread — and a Go upstream would act on it ("N": 128
+// generated 128 choices against a reservation for one). Every key the gateway
+// could be blind to is therefore refused: one that folds to a name the
+// gateway reads at that level, but is not that name.
+type shape struct {
+	names  []string          // names read at this level
+	fields map[string]*shape // the shape of a named field's value
+	each   *shape            // the shape of every element, where the value is an array
+}
+
+// check walks v against s; path is the parameter name of v.
+func (s *shape) check(v gjson.Result, path string) error {
+	if s == nil {
+		return nil
+	}
+	var err error
+	switch {
+	case v.IsArray() && s.each != nil:
+		i := 0
+		v.ForEach(func(_, item gjson.Result) bool {
+			err = s.each.check(item, path+"["+strconv.Itoa(i)+"]")
+			i++
+			return err == nil
+		})
+	case v.IsObject():
+		v.ForEach(func(key, val gjson.Result) bool {
+			k := key.String()
+			param := k
+			if path != "" {
+				param = path + "." + k
+			}
+			if name, ok := s.name(k); !ok {
+				if name != "" {
+					err = badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, k, name)
+				}
+				return err == nil
+			}
+			err = s.fields[k].check(val, param)
+			return err == nil
+		})
+	}
+	return err
+}
+
+// name reports whether k is a name s reads (ok), or else the name k folds
+// to, if any.
+func (s *shape) name(k string) (folded string, ok bool) {
+	for _, n := range s.names {
+		if n == k {
+			return n, true
+		}
+	}
+	for _, n := range s.names {
+		if strings.EqualFold(n, k) {
+			return n, false
+		}
+	}
+	return "", false
+}
+
+// obj is a shape reading names, with the shapes of some of their values.
+func obj(fields map[string]*shape, names ...string) *shape {
+	for k := range fields {
+		names = append(names, k)
+	}
+	return &shape{names: names, fields: fields}
+}
+
+// list is the shape of an array of elem (or of a lone elem).
+func list(elem *shape) *shape {
+	s := *elem
+	s.each = elem
+	return &s
+}
+
+var (
+	streamOptionsShape = obj(nil, "include_usage")
+	// toolShape: tool definitions are counted as their whole JSON text, so
+	// only the type, which decides whether a tool is hosted, is read.
+	toolShape    = list(obj(nil, "type"))
+	imageURL     = obj(nil, "url", "detail")
+	partShape    = list(obj(map[string]*shape{"image_url": imageURL}, "type", "text", "detail", "file_id", "input_audio", "file"))
+	chatMsgShape = list(obj(map[string]*shape{"content": partShape},
+		"role", "name", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"))
+	blockShape = func() *shape {
+		b := obj(map[string]*shape{"source": obj(nil, "type", "media_type", "data", "url"),
+			"cache_control": obj(nil, "type", "ttl"), "content": nil},
+			"type", "text", "name", "input", "thinking", "data")
+		b.fields["content"] = list(b) // a tool result holds blocks
+		return list(b)
+	}()
+	responsesItemShape = list(obj(map[string]*shape{"content": partShape},
+		"type", "role", "name", "arguments", "call_id", "output"))
+)
+
+// shapes are what the gateway reads of each endpoint's body.
+var shapes = map[Endpoint]*shape{
+	Chat: obj(map[string]*shape{
+		"messages":        chatMsgShape,
+		"stream_options":  streamOptionsShape,
+		"tools":           toolShape,
+		"functions":       toolShape,
+		"response_format": obj(nil, "type", "json_schema"),
+		"prediction":      obj(nil, "type", "content"),
+	}, "model", "stream", "max_tokens", "max_completion_tokens", "n", "user",
+		"service_tier", "audio", "modalities", "web_search_options"),
+	Completions: obj(map[string]*shape{"stream_options": streamOptionsShape},
+		"model", "prompt", "suffix", "stream", "max_tokens", "n", "best_of", "user", "echo", "service_tier"),
+	Embeddings: obj(nil, "model", "input", "user", "stream"),
+	Messages: obj(map[string]*shape{
+		"messages": list(obj(map[string]*shape{"content": blockShape}, "role")),
+		"system":   blockShape,
+		"tools":    toolShape,
+		"metadata": obj(nil, "user_id"),
+	}, "model", "max_tokens", "stream", "service_tier", "mcp_servers", "container"),
+	Responses: obj(map[string]*shape{
+		"input": responsesItemShape,
+		"tools": toolShape,
+		"text":  obj(map[string]*shape{"format": obj(nil, "type")}),
+	}, "model", "instructions", "max_output_tokens", "stream", "user",
+		"previous_response_id", "conversation", "prompt", "service_tier", "background"),
+}
+
+// checkNames refuses a body with a key the gateway would not read but a
+// case-insensitive server would (see shape).
+func checkNames(e Endpoint, body []byte) error {
+	s, ok := shapes[e]
+	if !ok {
+		return fmt.Errorf("upstream: no shape for endpoint %v", e)
+	}
+	return s.check(gjson.ParseBytes(body), "")
+}

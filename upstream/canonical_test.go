@@ -1,0 +1,66 @@
+package upstream_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// Every key a Go server would decode into a field the gateway reads, but
+// that the gateway itself would not read, is refused with its path.
+func TestCaseFoldedNamesAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc  string
+		ep    upstream.Endpoint
+		body  string
+		param string
+	}{
+		{"upper-case N", upstream.Chat, `{"model":"m","N":128,"messages":[{"role":"user","content":"x"}]}`, "N"},
+		{"mixed-case stream", upstream.Chat, `{"model":"m","StrEam":true,"messages":[{"role":"user","content":"x"}]}`, "StrEam"},
+		{"long s", upstream.Chat, `{"model":"m","ſtream":true,"messages":[{"role":"user","content":"x"}]}`, "ſtream"},
+		{"escaped long s", upstream.Chat, `{"model":"m","\u017ftream":true,"messages":[{"role":"user","content":"x"}]}`, "ſtream"},
+		{"a second model", upstream.Chat, `{"model":"cheap","Model":"dear","messages":[{"role":"user","content":"x"}]}`, "Model"},
+		{"kelvin sign", upstream.Messages, `{"model":"m","max_tokens":5,"max_to\u212aens":99999,"messages":[{"role":"user","content":"x"}]}`, "max_to\u212aens"},
+		{"stream options", upstream.Chat, `{"model":"m","stream":true,"stream_options":{"Include_Usage":false},"messages":[{"role":"user","content":"x"}]}`, "stream_options.Include_Usage"},
+		{"message content", upstream.Chat, `{"model":"m","messages":[{"role":"user","content":"x","Content":"a much longer text"}]}`, "messages[0].Content"},
+		{"content part", upstream.Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"","TEXT":"long"}]}]}`, "messages[0].content[0].TEXT"},
+		{"image detail", upstream.Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","Detail":"high"}}]}]}`, "messages[0].content[0].image_url.Detail"},
+		{"completions best_of", upstream.Completions, `{"model":"m","prompt":"x","Best_Of":20}`, "Best_Of"},
+		{"anthropic block", upstream.Messages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"Type":"document","type":"text","text":"x"}]}]}`, "messages[0].content[0].Type"},
+		{"anthropic tool result", upstream.Messages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","Text":"x"}]}]}]}`, "messages[0].content[0].content[0].Text"},
+		{"anthropic system", upstream.Messages, `{"model":"m","max_tokens":5,"system":[{"type":"text","TexT":"x"}],"messages":[{"role":"user","content":"x"}]}`, "system[0].TexT"},
+		{"hosted tool type", upstream.Responses, `{"model":"m","input":"x","tools":[{"TYPE":"web_search"}]}`, "tools[0].TYPE"},
+		{"responses cap", upstream.Responses, `{"model":"m","input":"x","Max_Output_Tokens":99999}`, "Max_Output_Tokens"},
+		{"embeddings input", upstream.Embeddings, `{"model":"m","input":"x","INPUT":["a","b"]}`, "INPUT"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			t.Parallel()
+			_, err := upstream.ParseRequest(tc.ep, []byte(tc.body))
+			var re *upstream.RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("err = %v, want a RequestError", err)
+			}
+			if re.Param != tc.param || !strings.Contains(re.Message, tc.param) {
+				t.Fatalf("param %q, message %q; want both to name %q", re.Param, re.Message, tc.param)
+			}
+		})
+	}
+}
+
+// Keys the gateway does not read are the client's business, in any case:
+// a tool's parameter names, a schema's properties, unknown top-level fields.
+func TestNamesTheGatewayDoesNotReadPass(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"N":{"type":"string"},"Stream":{"type":"boolean"}}}}}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"properties":{"Model":{"type":"string"}}}}}}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"metadata":{"Stream":"yes","N":"1"},"Temperature_Custom":1}`,
+	} {
+		if _, err := upstream.ParseRequest(upstream.Chat, []byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package simulated
+
+import (
+	"bytes"
+	"encoding/base64"
+	"image"
+	_ "image/gif" // images clients send as data URLs
+	_ "image/jpeg"
+	_ "image/png"
+	"math"
+	"strings"
+)
+
+// openAIImageTokens bills one image part as OpenAI's tile models do: a
+// base, plus a figure per 512 px tile of the image fitted into 2048 px with
+// its short side scaled down to 768 px; low detail is the base alone.
+// gpt-4o-mini bills 2,833 and 5,667. An image given by URL is taken at the
+// largest size (the server cannot fetch it), a data URL at its own size.
+func openAIImageTokens(model, url, detail string) int64 {
+	base, tile := int64(85), int64(170)
+	if strings.Contains(model, "4o-mini") {
+		base, tile = 2833, 5667
+	}
+	if detail == "low" {
+		return base
+	}
+	w, h, ok := dataURLSize(url)
+	if !ok {
+		w, h = 2048, 768
+	}
+	if long := max(w, h); long > 2048 {
+		w, h = w*2048/long, h*2048/long
+	}
+	if short := min(w, h); short > 768 {
+		w, h = w*768/short, h*768/short
+	}
+	tiles := int64(math.Ceil(float64(w)/512) * math.Ceil(float64(h)/512))
+	return base + tile*tiles
+}
+
+// claudeImageTokens bills an image as Anthropic documents: width × height /
+// 750, after scaling to at most 1568 px on the long edge and 1.15
+// megapixels; an image by URL is taken at the largest.
+func claudeImageTokens(data string) int64 {
+	w, h, ok := dataURLSize("data:;base64," + data)
+	if !ok {
+		return 1600
+	}
+	if long := max(w, h); long > 1568 {
+		w, h = w*1568/long, h*1568/long
+	}
+	if px := w * h; px > 1_150_000 {
+		f := math.Sqrt(1_150_000 / float64(px))
+		w, h = int(float64(w)*f), int(float64(h)*f)
+	}
+	return int64(math.Ceil(float64(w*h) / 750))
+}
+
+// dataURLSize decodes the dimensions of a base64 data URL's image.
+func dataURLSize(url string) (w, h int, ok bool) {
+	_, data, found := strings.Cut(url, ";base64,")
+	if !found || !strings.HasPrefix(url, "data:") {
+		return 0, 0, false
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return 0, 0, false
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(raw))
+	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+		return 0, 0, false
+	}
+	return cfg.Width, cfg.Height, true
+}

@@ -98,8 +98,8 @@ func TestEngineNamesTheDecidingLimit(t *testing.T) {
 	}
 	_, _, err := e.Reserve(context.Background(), limits, budget.Amounts{Cost: 11, Requests: 1})
 	var refused *budget.RefusedError
-	if !errors.As(err, &refused) || !errors.Is(err, budget.ErrExhausted) {
-		t.Fatalf("err = %v, want a RefusedError wrapping ErrExhausted", err)
+	if !errors.As(err, &refused) || !errors.Is(err, budget.ErrOverBudget) {
+		t.Fatalf("err = %v, want a RefusedError wrapping ErrOverBudget", err)
 	}
 	if refused.Limit.Name != "team-usd-day" {
 		t.Fatalf("decided by %q, want team-usd-day", refused.Limit.Name)
@@ -128,7 +128,8 @@ func Example() {
 	fmt.Println(outcome, budget.Money(st[0].Remaining))
 
 	_, _, err = engine.Reserve(ctx, []budget.Limit{team}, budget.Amounts{Cost: 4 * budget.Dollar, Requests: 1})
-	fmt.Println(errors.Is(err, budget.ErrExhausted))
+	// $4 is more than the $3.80 left: a smaller request would fit.
+	fmt.Println(errors.Is(err, budget.ErrOverBudget))
 	// Output:
 	// <nil> $2.000000
 	// settled $3.800000

@@ -10,8 +10,16 @@ import (
 var (
 	// ErrRateLimited: a Rate bucket has no room now; retry after Result.RetryAfter.
 	ErrRateLimited = errors.New("budget: rate limit exceeded")
-	// ErrExhausted: a Ceiling would be passed; it resets with its period.
+	// ErrExhausted: a Ceiling's settled spend has reached it; nothing fits
+	// until its period resets (or finance raises it).
 	ErrExhausted = errors.New("budget: budget exhausted")
+	// ErrOverBudget: the request's estimate is more than a Ceiling has left
+	// even once every reservation in flight is settled; a smaller request
+	// (a lower output cap) may fit now.
+	ErrOverBudget = errors.New("budget: request larger than the budget's remainder")
+	// ErrHeld: the request would fit in a Ceiling's unspent remainder, but
+	// reservations in flight hold it; they free up as they settle.
+	ErrHeld = errors.New("budget: remainder held by reservations in flight")
 	// ErrConcurrency: too many requests in flight.
 	ErrConcurrency = errors.New("budget: too many requests in flight")
 	// ErrTooLarge: the request alone exceeds a Rate bucket's capacity and can
@@ -27,7 +35,8 @@ var (
 )
 
 // RefusedError is returned by Engine.Reserve when a limit refuses. It wraps
-// one of ErrRateLimited, ErrExhausted, ErrConcurrency or ErrTooLarge.
+// one of ErrRateLimited, ErrExhausted, ErrOverBudget, ErrHeld, ErrConcurrency
+// or ErrTooLarge.
 type RefusedError struct {
 	Limit  Limit  // the limit that decided
 	Result Result // the store's full answer
@@ -42,3 +51,14 @@ func (e *RefusedError) Unwrap() error { return e.reason }
 
 // RetryAfter is how long the client should wait before trying again.
 func (e *RefusedError) RetryAfter() time.Duration { return e.Result.RetryAfter }
+
+// HeldRetry is the Retry-After of ErrHeld: reservations in flight settle
+// within a request's time, so the client is asked back in seconds (the
+// gateway may refine it from how long its reservations stay open).
+const HeldRetry = 2 * time.Second
+
+// IsBudgetRefusal reports whether err is a Ceiling's refusal: exhausted,
+// over budget or held.
+func IsBudgetRefusal(err error) bool {
+	return errors.Is(err, ErrExhausted) || errors.Is(err, ErrOverBudget) || errors.Is(err, ErrHeld)
+}

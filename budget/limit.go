@@ -137,6 +137,10 @@ type Limit struct {
 	// if it had been refused there), so a new limit can be tried on real
 	// traffic before it is enforced.
 	Shadow bool
+	// ClampMin, on a Ceiling, asks the gateway to clamp a request too
+	// large for what the ceiling has left to the largest output cap that
+	// fits, if at least ClampMin output tokens do; 0 refuses it.
+	ClampMin int64
 	// Meter makes a shadow budget a spend counter: it is charged what a
 	// request spends and never checked, so a store may skip it when
 	// reserving and only count it when settling (or when the sweeper

@@ -81,8 +81,12 @@ func Taken(debits []Debit, res Result) []Debit {
 type Status struct {
 	// Capacity is the limit in force: the configured amount, or a ceiling
 	// set at run time.
-	Capacity   int64
-	Remaining  int64         // units left; never negative
+	Capacity  int64
+	Remaining int64 // units left; never negative
+	// Held is what a Ceiling's reservations in flight hold (this one's
+	// included, when allowed): Capacity - Remaining - Held is its settled
+	// spend.
+	Held       int64
 	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's period ends
 }
 
@@ -176,9 +180,16 @@ func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.
 		used := c.Spent + c.Pending
 		reset := PeriodEnd(l.Period, now, l.Location).Sub(now)
 		if d.Amount > ceiling-used {
-			return false, Status{Capacity: ceiling, Remaining: max(0, ceiling-used), ResetAfter: reset}, reset, ErrExhausted
+			st := Status{Capacity: ceiling, Remaining: max(0, ceiling-used), Held: c.Pending, ResetAfter: reset}
+			switch {
+			case c.Spent >= ceiling:
+				return false, st, reset, ErrExhausted
+			case d.Amount > ceiling-c.Spent:
+				return false, st, reset, ErrOverBudget
+			}
+			return false, st, HeldRetry, ErrHeld
 		}
-		return true, Status{Capacity: ceiling, Remaining: ceiling - used - d.Amount, ResetAfter: reset}, 0, nil
+		return true, Status{Capacity: ceiling, Remaining: ceiling - used - d.Amount, Held: c.Pending + d.Amount, ResetAfter: reset}, 0, nil
 	case Concurrency:
 		n := c.InFlight
 		if n+d.Amount > l.Amount {
@@ -250,6 +261,16 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 		}
 	}
 	if !res.Allowed {
+		// Refused: every limit reports what it had, as found, so a caller
+		// can tell how much of each is free now.
+		for i := range debits {
+			if d := debits[i]; !slices.Contains(res.Shadowed, i) {
+				d.Amount = 0
+				if ok, s, _, _ := decide(&d, counters[i], now); ok {
+					res.Status[i] = s
+				}
+			}
+		}
 		return res, refusal
 	}
 	return res, nil
@@ -274,7 +295,7 @@ func Apply(st State, id string, debits []Debit, now time.Time) (Result, error) {
 }
 
 func isRefusal(err error) bool {
-	return err == ErrRateLimited || err == ErrExhausted || err == ErrConcurrency || err == ErrTooLarge
+	return err == ErrRateLimited || err == ErrExhausted || err == ErrOverBudget || err == ErrHeld || err == ErrConcurrency || err == ErrTooLarge
 }
 
 func fraction(s Status) float64 {

@@ -322,7 +322,7 @@ func TestManyInstancesShareOneCeiling(t *testing.T) {
 				for range 40 {
 					est := budget.Money(1_000 + rng.IntN(40_000))
 					r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: est})
-					if errors.Is(err, budget.ErrExhausted) {
+					if budget.IsBudgetRefusal(err) {
 						refused.Add(1)
 						continue
 					}

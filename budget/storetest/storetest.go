@@ -154,20 +154,33 @@ func ceilingRefuses(t *testing.T, s budget.Store, c *Clock) {
 	if res.Status[0].Remaining != int64(4*budget.Dollar) {
 		t.Fatalf("remaining after reserve = %d, want %d", res.Status[0].Remaining, 4*budget.Dollar)
 	}
+	// $4.000001 would fit once "a" settles: held, retry in seconds.
 	_, res, err := reserve(t, s, "b", time.Minute, usd(4*budget.Dollar+1), team)
-	if !errors.Is(err, budget.ErrExhausted) {
-		t.Fatalf("reserve past ceiling: err = %v, want ErrExhausted", err)
+	if !errors.Is(err, budget.ErrHeld) {
+		t.Fatalf("reserve past what is unheld: err = %v, want ErrHeld", err)
 	}
-	if res.Allowed || res.Decider != 0 {
-		t.Fatalf("result = %+v, want refused by limit 0", res)
+	if res.Allowed || res.Decider != 0 || res.RetryAfter != budget.HeldRetry || res.Status[0].Held != int64(6*budget.Dollar) {
+		t.Fatalf("result = %+v, want refused by limit 0, held $6, retry %v", res, budget.HeldRetry)
+	}
+	mustSettle(t, s, "a", usd(6*budget.Dollar), budget.Settled)
+	// Now $4 is left and nothing holds it: too large, until the period ends.
+	_, res, err = reserve(t, s, "b", time.Minute, usd(4*budget.Dollar+1), team)
+	if !errors.Is(err, budget.ErrOverBudget) {
+		t.Fatalf("reserve past the remainder: err = %v, want ErrOverBudget", err)
 	}
 	wantReset := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Sub(c.Now())
-	if res.RetryAfter != wantReset {
-		t.Fatalf("retry after = %v, want until month end %v", res.RetryAfter, wantReset)
+	if res.RetryAfter != wantReset || res.Status[0].Remaining != int64(4*budget.Dollar) || res.Status[0].Held != 0 {
+		t.Fatalf("result = %+v, want $4 remaining, retry until month end %v", res, wantReset)
 	}
 	mustReserve(t, s, "c", usd(4*budget.Dollar), team) // exactly to the ceiling
 	if got := remaining(t, s, team); got != 0 {
 		t.Fatalf("remaining at the ceiling = %d", got)
+	}
+	mustSettle(t, s, "c", usd(4*budget.Dollar), budget.Settled)
+	// Spent at the ceiling: exhausted, until the period ends.
+	_, res, err = reserve(t, s, "d", time.Minute, usd(1), team)
+	if !errors.Is(err, budget.ErrExhausted) || res.RetryAfter != wantReset {
+		t.Fatalf("at the ceiling: err = %v, retry %v; want ErrExhausted until %v", err, res.RetryAfter, wantReset)
 	}
 }
 
@@ -177,8 +190,8 @@ func allOrNothing(t *testing.T, s budget.Store, c *Clock) {
 	rate := tokensPerMinute("tpm", 1000, 0)
 	est := budget.Amounts{Tokens: 500, Requests: 1, Cost: 2 * budget.Dollar}
 	_, res, err := reserve(t, s, "a", time.Minute, est, rate, team, key)
-	if !errors.Is(err, budget.ErrExhausted) || res.Decider != 2 {
-		t.Fatalf("err = %v, decider = %d; want ErrExhausted by the key limit (2)", err, res.Decider)
+	if !errors.Is(err, budget.ErrOverBudget) || res.Decider != 2 {
+		t.Fatalf("err = %v, decider = %d; want ErrOverBudget by the key limit (2)", err, res.Decider)
 	}
 	if got := remaining(t, s, team); got != int64(10*budget.Dollar) {
 		t.Fatalf("team charged by a refused reservation: remaining %d", got)
@@ -362,8 +375,8 @@ func rollover(t *testing.T, s budget.Store, c *Clock) {
 	day := budget.Limit{Bucket: "d", Name: "d", Scope: budget.ScopeTeam, Kind: budget.Ceiling,
 		Unit: budget.Microdollars, Amount: 100, Period: budget.Day, Location: tokyo}
 	mustReserve(t, s, "a", usd(100), month, day)
-	_, res, err := reserve(t, s, "b", time.Minute, usd(1), month, day)
-	if !errors.Is(err, budget.ErrExhausted) || res.RetryAfter != time.Minute {
+	_, res, err := reserve(t, s, "b", time.Minute, usd(101), month, day)
+	if !errors.Is(err, budget.ErrOverBudget) || res.RetryAfter != time.Minute {
 		t.Fatalf("err = %v retry = %v; want exhausted until Tokyo midnight (1m)", err, res.RetryAfter)
 	}
 	c.Advance(time.Minute)
@@ -390,7 +403,7 @@ func concurrentCeiling(t *testing.T, s budget.Store, c *Clock) {
 				if _, err := s.Settle(ctx, id, usd(price)); err != nil {
 					t.Errorf("settle: %v", err)
 				}
-			case !errors.Is(err, budget.ErrExhausted):
+			case !budget.IsBudgetRefusal(err):
 				t.Errorf("reserve: %v", err)
 			}
 		})

@@ -91,6 +91,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	prompt := int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images
 	seed := seedOf(body)
 	n, finish := s.replyTokens(seed, req.MaxTokens)
+	s.bill(req.Model, prompt, n)
 	stop := map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]
 	text := reply(seed, n)
 	id := fmt.Sprintf("msg_sim%016x", seed)

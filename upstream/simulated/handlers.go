@@ -201,6 +201,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		completion += n // best_of bills every candidate generated
 	}
 	u := usage{prompt, completion, prompt + completion}
+	s.bill(req.Model, prompt, completion)
 	created := time.Now().Unix()
 	object, chunkObject, prefix := "text_completion", "text_completion", "cmpl"
 	if chat {
@@ -328,6 +329,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
 	}
 	s.record(req.Model, prompt, 0)
+	s.bill(req.Model, prompt, 0)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "model": req.Model,
 		"usage": map[string]int64{"prompt_tokens": prompt, "total_tokens": prompt}})
 }

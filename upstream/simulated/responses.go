@@ -62,6 +62,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	seed := seedOf(body)
 	prompt := s.responsesPrompt(&req)
 	n, finish := s.replyTokens(seed, req.MaxOutputTokens)
+	s.bill(req.Model, prompt, n)
 	status := map[string]string{"stop": "completed", "length": "incomplete"}[finish]
 	text := reply(seed, n)
 	id, msgID := fmt.Sprintf("resp_sim%016x", seed), fmt.Sprintf("msg_sim%016x", seed)

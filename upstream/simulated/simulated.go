@@ -28,6 +28,9 @@ type Options struct {
 	APIKey string
 	// Latency is waited before the first byte of every answer.
 	Latency time.Duration
+	// Before, if set, runs before every answer (after the key check): a
+	// test holds a request in flight by blocking in it.
+	Before func(r *http.Request)
 	// ChunkDelay is waited between stream chunks.
 	ChunkDelay time.Duration
 	// ReplyTokens picks a reply's length from the request's seed; nil means
@@ -76,6 +79,11 @@ type Stats struct {
 type Reported struct {
 	Requests, PromptTokens, CompletionTokens int64
 	DeliveredTokens                          int64
+	// BilledPromptTokens and BilledCompletionTokens are what a provider
+	// bills: every request's whole prompt and every token it generated
+	// (best_of candidates included), whether or not usage was reported
+	// or the stream reached the client.
+	BilledPromptTokens, BilledCompletionTokens int64
 }
 
 // New returns a server.
@@ -110,6 +118,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	s.mu.Unlock()
+	if s.opts.Before != nil {
+		s.opts.Before(r)
+	}
 	if s.opts.Latency > 0 {
 		select {
 		case <-time.After(s.opts.Latency):
@@ -138,6 +149,16 @@ func (s *Server) record(model string, prompt, completion int64) {
 	r.Requests++
 	r.PromptTokens += prompt
 	r.CompletionTokens += completion
+	s.stats.Usage[model] = r
+}
+
+// bill records what the provider bills for one request, as it generates.
+func (s *Server) bill(model string, prompt, completion int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.stats.Usage[model]
+	r.BilledPromptTokens += prompt
+	r.BilledCompletionTokens += completion
 	s.stats.Usage[model] = r
 }
 

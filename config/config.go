@@ -93,9 +93,14 @@ type BypassSecret struct {
 // Alerts fire once per threshold per budget per period (across all
 // instances) to every webhook, with a Slack-compatible JSON body.
 type Alerts struct {
-	// Thresholds are percentages of a budget used or reserved (default
-	// 50, 80, 100).
+	// Thresholds are percentages of a budget's settled spend (default 50,
+	// 80, 100). 100 also fires at the first request refused because the
+	// budget is exhausted.
 	Thresholds []int64 `yaml:"thresholds"`
+	// IncludePending counts what requests in flight hold as spent, so an
+	// alert comes before the spend settles (and may come for spend that
+	// never happens); its alerts say "reserved" rather than "spent".
+	IncludePending bool `yaml:"include_pending"`
 	// Webhooks receive the alerts; write URLs with secrets as ${ENV}.
 	Webhooks []string `yaml:"webhooks"`
 }
@@ -334,6 +339,14 @@ type Limit struct {
 	// Shards spreads a busy rate limit over N buckets, each holding 1/N of
 	// it; a request's id picks its shard (hot keys in Redis Cluster).
 	Shards int64 `yaml:"shards"`
+	// OverBudget is what a budget does with a request whose estimate is
+	// more than it has left: "refuse" (the default) or "clamp": write the
+	// largest output cap that fits into the forwarded request instead, if
+	// at least ClampMinOutputTokens fit.
+	OverBudget string `yaml:"over_budget"`
+	// ClampMinOutputTokens is the smallest output cap worth clamping to
+	// (default 16).
+	ClampMinOutputTokens int64 `yaml:"clamp_min_output_tokens"`
 }
 
 // Org is the top scope; it owns teams.

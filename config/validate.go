@@ -150,6 +150,9 @@ func (c *Config) SetDefaults() {
 			if ls[i].Kind == "rate" && ls[i].Window == 0 {
 				ls[i].Window = DefaultRateWindow
 			}
+			if ls[i].OverBudget == "clamp" && ls[i].ClampMinOutputTokens == 0 {
+				ls[i].ClampMinOutputTokens = 16
+			}
 			if ls[i].Kind == "concurrency" && ls[i].Unit == "" {
 				ls[i].Unit = "requests"
 			}
@@ -543,6 +546,14 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 			if !slices.Contains(Routes, e) && !slices.ContainsFunc(c.PaidRoutes, func(r PaidRoute) bool { return r.Prefix == e }) {
 				v.addf(fmt.Sprintf("%s.endpoints.%d", lp, j), "unknown route %q", e)
 			}
+		}
+		switch {
+		case l.OverBudget != "" && l.OverBudget != "refuse" && l.OverBudget != "clamp":
+			v.addf(lp+".over_budget", "want refuse or clamp, got %q", l.OverBudget)
+		case l.OverBudget == "clamp" && l.Kind != "budget":
+			v.addf(lp+".over_budget", "only a budget clamps a request to what it has left")
+		case l.ClampMinOutputTokens < 0 || l.ClampMinOutputTokens > 0 && l.OverBudget != "clamp":
+			v.addf(lp+".clamp_min_output_tokens", "a positive number of tokens, with over_budget: clamp")
 		}
 		if l.Shards < 0 || l.Shards > 1024 || (l.Shards > 1 && l.Kind != "rate") {
 			v.addf(lp+".shards", "shards (1 to 1024) split rate limits only")

@@ -119,7 +119,7 @@ var shapes = map[Endpoint]*shape{
 		"functions":       toolShape,
 		"response_format": obj(nil, "type", "json_schema"),
 		"prediction":      obj(nil, "type", "content"),
-	}, "model", "stream", "max_tokens", "max_completion_tokens", "n", "user",
+	}, "model", "stream", "max_tokens", "max_completion_tokens", "n", "best_of", "user",
 		"service_tier", "audio", "modalities", "web_search_options"),
 	Completions: obj(map[string]*shape{"stream_options": streamOptionsShape},
 		"model", "prompt", "suffix", "stream", "max_tokens", "n", "best_of", "user", "echo", "service_tier"),

@@ -105,6 +105,8 @@ type Request struct {
 	// prompts is how many prompts a legacy completions request holds:
 	// each gets its own choices.
 	prompts int64
+	// capKey is the output cap's field, once Prepare has read it.
+	capKey string
 }
 
 // ParseRequest decodes a client body for endpoint e.
@@ -159,8 +161,15 @@ type Prepared struct {
 	Body []byte
 	// InputTokens is the counted prompt.
 	InputTokens int64
-	// MaxOutputTokens bounds the output of all choices together.
+	// MaxOutputTokens bounds the output of all choices together:
+	// OutputCap × Choices + Predicted.
 	MaxOutputTokens int64
+	// OutputCap is the output cap per choice written in Body.
+	OutputCap int64
+	// Choices is how many outputs are generated (n, best_of, × prompts).
+	Choices int64
+	// Predicted is the output a predicted output may add beyond the cap.
+	Predicted int64
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool
@@ -274,7 +283,9 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 	if err != nil {
 		return err
 	}
-	if r.Endpoint == Completions {
+	if r.Endpoint == Completions || r.Endpoint == Chat {
+		// best_of is the legacy API's; OpenAI-compatible servers (vLLM)
+		// take it on chat too, and bill every candidate.
 		bestOf, _, err := r.positiveInt("best_of", 128)
 		if err != nil {
 			return err
@@ -287,9 +298,32 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 	if choices > maxChoices {
 		return badRequest("n", "n × best_of × the number of prompts is %d; the gateway bounds a request at %d choices", choices, maxChoices)
 	}
-	p.MaxOutputTokens = limit*choices + r.predicted(m)
+	r.capKey = key
+	p.OutputCap, p.Choices, p.Predicted = limit, choices, r.predicted(m)
+	p.MaxOutputTokens = limit*choices + p.Predicted
 	return nil
 }
+
+// SetOutputCap writes a lower output cap (per choice) into the forwarded
+// body of p and its bound: the gateway clamps a request to what a budget
+// has left. It refuses a cap that is not lower than the one in force.
+func (r *Request) SetOutputCap(p *Prepared, limit int64) error {
+	if r.capKey == "" || limit < 1 || limit >= p.OutputCap {
+		return fmt.Errorf("upstream: output cap %d is not in [1, %d)", limit, p.OutputCap)
+	}
+	r.fields[r.capKey] = json.RawMessage(strconv.FormatInt(limit, 10))
+	body, err := encode(r.fields)
+	if err != nil {
+		return fmt.Errorf("upstream: encoding request: %w", err)
+	}
+	p.Body, p.OutputCap = body, limit
+	p.MaxOutputTokens = limit*p.Choices + p.Predicted
+	return nil
+}
+
+// CapField is the name of the request's output cap field (max_tokens,
+// max_completion_tokens or max_output_tokens); empty for embeddings.
+func (r *Request) CapField() string { return r.capKey }
 
 // maxChoices bounds the choices one request may generate: each prompt × n
 // (or best_of).

@@ -22,6 +22,7 @@ type alerter struct {
 	g          *Gateway
 	thresholds []int64
 	webhooks   []string
+	pending    bool // count reservations in flight as spent
 	client     *http.Client
 
 	mu    sync.Mutex
@@ -41,47 +42,96 @@ type Alert struct {
 	Used      int64  `json:"used"`
 	Limit     int64  `json:"limit"`
 	Unit      string `json:"unit"`
+	// Basis is what Used counts: "settled" spend, or "settled_and_pending"
+	// (alerts.include_pending).
+	Basis string `json:"basis"`
+	Key   string `json:"key,omitempty"`
 }
 
 // check looks at the budgets a reservation touched and fires the
-// thresholds they passed.
+// thresholds their spend has passed. The store's answer tells each
+// budget's settled spend as of this reservation (capacity - remaining -
+// held), so a threshold fires at the first request after the spend that
+// crossed it settled.
 func (a *alerter) check(ctx context.Context, cl *call, res budget.Result) {
 	if a == nil || len(res.Status) != len(cl.limits) {
 		return
 	}
 	for i := range cl.limits {
-		l, s := cl.limits[i], res.Status[i]
-		if l.Kind != budget.Ceiling || l.Shadow || s.Capacity <= 0 || (l.Scope != budget.ScopeOrg && l.Scope != budget.ScopeTeam) {
+		a.crossed(ctx, cl, cl.limits[i], res.Status[i], false)
+	}
+}
+
+// refused fires a refused request's budgets: an exhausted one has reached
+// 100 %, whatever its settled figure says (finance lowered it, or spend
+// from elsewhere settled).
+func (a *alerter) refused(ctx context.Context, cl *call, e *budget.RefusedError) {
+	if a == nil || len(e.Result.Status) != len(cl.limits) {
+		return
+	}
+	for i := range cl.limits {
+		a.crossed(ctx, cl, cl.limits[i], e.Result.Status[i], i == e.Result.Decider && errors.Is(e, budget.ErrExhausted))
+	}
+}
+
+// crossed fires every threshold budget l's status s has reached (all of
+// them when exhausted).
+func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budget.Status, exhausted bool) {
+	if l.Kind != budget.Ceiling || l.Shadow || s.Capacity <= 0 {
+		return
+	}
+	key := ""
+	switch l.Scope {
+	case budget.ScopeOrg, budget.ScopeTeam:
+	case budget.ScopeKey:
+		key = cl.principal.Key
+	default:
+		return // per-user and per-model budgets would alert per user and model
+	}
+	used, basis := s.Capacity-s.Remaining-s.Held, "settled"
+	if a.pending {
+		used, basis = s.Capacity-s.Remaining, "settled_and_pending"
+	}
+	if exhausted {
+		used = max(used, s.Capacity)
+	}
+	period := budget.PeriodID(l.Period, time.Now(), l.Location)
+	for _, th := range a.thresholds {
+		id := alertID(l, period, th)
+		if used*100 < th*s.Capacity {
+			// Below a threshold this instance saw fired: the period
+			// was reset (which re-arms the store's claim too) or the
+			// ceiling raised. Ask the store again at the next crossing.
+			a.mu.Lock()
+			delete(a.fired, id)
+			a.mu.Unlock()
 			continue
 		}
-		used := s.Capacity - s.Remaining
-		period := budget.PeriodID(l.Period, time.Now(), l.Location)
-		for _, th := range a.thresholds {
-			id := alertID(l, period, th)
-			if used*100 < th*s.Capacity {
-				// Below a threshold this instance saw fired: the period
-				// was reset (which re-arms the store's claim too) or the
-				// ceiling raised. Ask the store again at the next crossing.
-				a.mu.Lock()
-				delete(a.fired, id)
-				a.mu.Unlock()
-				continue
-			}
-			a.mu.Lock()
-			done := a.fired[id]
-			a.fired[id] = true
-			a.mu.Unlock()
-			if done || !a.take(ctx, l, id) {
-				continue
-			}
-			alert := Alert{Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
-				Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String()}
-			alert.Text = fmt.Sprintf("Tollgate: %s budget %q of %s/%s has reached %d%% for %s (%s of %s).",
-				alert.Scope, l.Name, alert.Org, alert.Team, th, period, amount(l, used), amount(l, s.Capacity))
-			a.g.metrics.Alerts.WithLabelValues(alert.Scope, alert.Team, l.Name, strconv.FormatInt(th, 10)).Inc()
-			a.g.log.Warn("budget threshold reached", "scope", alert.Scope, "team", alert.Team, "budget", l.Name, "threshold", th, "period", period)
-			a.send(alert)
+		a.mu.Lock()
+		done := a.fired[id]
+		a.fired[id] = true
+		a.mu.Unlock()
+		if done || !a.take(ctx, l, id) {
+			continue
 		}
+		alert := Alert{Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
+			Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String(), Basis: basis, Key: key}
+		owner := alert.Org + "/" + alert.Team
+		if key != "" {
+			owner += " key " + key
+		}
+		verb := "spent"
+		if a.pending {
+			verb = "spent or reserved"
+		}
+		alert.Text = fmt.Sprintf("Tollgate: %s budget %q of %s has reached %d%% for %s (%s of %s %s).",
+			alert.Scope, l.Name, owner, th, period, amount(l, used), amount(l, s.Capacity), verb)
+		if exhausted {
+			alert.Text += " Requests are being refused."
+		}
+		a.g.metrics.Alerts.WithLabelValues(alert.Scope, alert.Team, l.Name, strconv.FormatInt(th, 10)).Inc()
+		a.g.log.Warn("budget threshold reached", "scope", alert.Scope, "team", alert.Team, "budget", l.Name, "threshold", th, "period", period)
+		a.send(alert)
 	}
 }
 

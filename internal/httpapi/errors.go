@@ -60,6 +60,22 @@ type limitInfo struct {
 	Amount    int64   `json:"amount"`
 	Remaining int64   `json:"remaining"`
 	RetryS    float64 `json:"retry_after_seconds"`
+	// Estimate is what the request would have taken from the limit, in
+	// its unit.
+	Estimate int64 `json:"estimate"`
+	// Held is what reservations in flight hold of a budget.
+	Held *int64 `json:"held,omitempty"`
+	// MaxOutputTokensThatFit is the largest output cap (per choice) with
+	// which the same request would be admitted now: 0 when none would.
+	MaxOutputTokensThatFit *int64 `json:"max_output_tokens_that_fit,omitempty"`
+}
+
+// refusalFacts are what the request path knows of a refused request
+// beyond the store's answer: its estimate and the cap that would fit.
+type refusalFacts struct {
+	estimate int64  // in the deciding limit's unit
+	fit      int64  // the largest output cap that fits now; -1: not known
+	capField string // the request's output cap field
 }
 
 // refusal is a response that refuses: status, headers and body.
@@ -68,6 +84,7 @@ type refusal struct {
 	body       apiError
 	retryAfter time.Duration // zero: no Retry-After
 	noRetry    bool          // x-should-retry: false
+	retry      bool          // x-should-retry: true
 	result     *budget.Result
 }
 
@@ -93,7 +110,7 @@ func mapError(err error) refusal {
 		}[upErr.code]
 		return refusal{status: http.StatusServiceUnavailable, retryAfter: max(upErr.retryAfter, time.Second), body: apiError{Message: msg, Type: "server_error", Code: upErr.code}}
 	case errors.As(err, &refused):
-		return mapRefused(refused)
+		return mapRefused(refused, refusalFacts{fit: -1})
 	case errors.As(err, &reqErr):
 		r := refusal{status: http.StatusBadRequest, body: apiError{Message: reqErr.Message, Type: "invalid_request_error", Code: "invalid_request"}}
 		if reqErr.Param != "" {
@@ -130,20 +147,45 @@ func mapError(err error) refusal {
 	return refusal{status: http.StatusInternalServerError, body: apiError{Message: "Internal gateway error.", Type: "server_error", Code: "internal_error"}}
 }
 
-func mapRefused(e *budget.RefusedError) refusal {
+// mapRefused is a limit's refusal. A budget says which of three things
+// happened: its spend is at the ceiling (exhausted: no retry until the
+// period ends); the request is larger than what remains (no retry as it
+// is; the body says the largest output cap that fits); reservations in
+// flight hold the rest (retry in seconds).
+func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	l := e.Limit
 	st := budget.Status{}
 	if d := e.Result.Decider; d >= 0 && d < len(e.Result.Status) {
 		st = e.Result.Status[d]
 	}
 	info := &limitInfo{Scope: l.Scope.String(), Limit: l.Name, Kind: l.Kind.String(), Unit: l.Unit.String(),
-		Amount: st.Capacity, Remaining: st.Remaining, RetryS: e.Result.RetryAfter.Seconds()}
+		Amount: st.Capacity, Remaining: st.Remaining, RetryS: e.Result.RetryAfter.Seconds(), Estimate: f.estimate}
+	if f.fit >= 0 {
+		info.MaxOutputTokensThatFit = &f.fit
+	}
 	r := refusal{status: http.StatusTooManyRequests, retryAfter: e.Result.RetryAfter, result: &e.Result}
+	what := func(v int64) string { return amount(l, v) }
+	fitHint := "a smaller request may fit"
+	if f.fit > 0 && f.capField != "" {
+		fitHint = fmt.Sprintf("set %s to at most %d to fit", f.capField, f.fit)
+	} else if f.fit == 0 {
+		fitHint = "no output cap makes this request fit"
+	}
 	switch {
 	case errors.Is(e, budget.ErrExhausted):
 		r.noRetry = true
 		r.body = apiError{Type: "insufficient_quota", Code: "insufficient_quota",
-			Message: fmt.Sprintf("The %s budget %q is exhausted until its %s ends.", l.Scope, l.Name, l.Period)}
+			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets when its %s ends.", l.Scope, l.Name, what(st.Capacity-st.Remaining-st.Held), what(st.Capacity), l.Period)}
+	case errors.Is(e, budget.ErrOverBudget):
+		r.noRetry = true
+		r.body = apiError{Type: "insufficient_quota", Code: "request_exceeds_budget_remaining",
+			Message: fmt.Sprintf("This request is estimated at %s, more than the %s budget %q has left (%s of %s); %s.", what(f.estimate), l.Scope, l.Name, what(st.Remaining), what(st.Capacity), fitHint)}
+	case errors.Is(e, budget.ErrHeld):
+		r.retry = true
+		held := st.Held
+		info.Held = &held
+		r.body = apiError{Type: "rate_limit_error", Code: "budget_held_by_requests_in_flight",
+			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Remaining+held), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
 	case errors.Is(e, budget.ErrTooLarge):
 		r.noRetry = true
 		r.retryAfter = l.Window

@@ -127,15 +127,32 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 			g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
 			r, res, err = g.degrade(c, cl, route, err)
 		}
+		var refused *budget.RefusedError
+		if errors.As(err, &refused) {
+			requested := cl.prep.OutputCap
+			if k := g.clampable(cl, refused); k > 0 {
+				if pre != nil {
+					pre = cl.entry()
+				}
+				r, res, err = g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
+				if err == nil {
+					c.Response().Header().Set("X-Tollgate-Output-Clamped", fmt.Sprintf("%s=%d; requested=%d", cl.req.CapField(), k, requested))
+					g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
+						"requested", requested, "granted", k)
+				}
+			}
+		}
 		if err != nil {
 			cl.outcome = "refused"
-			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
 				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
 					"estimate_usd_micros", int64(cl.estimate.Cost))
 				g.metrics.Refusals.WithLabelValues(reasonOf(err), refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
-				g.writeRefusal(c, mapError(err), cl.limits)
+				if budget.IsBudgetRefusal(err) {
+					g.alerts.refused(c.Request().Context(), cl, refused)
+				}
+				g.writeRefusal(c, g.refusalOf(cl, refused), cl.limits)
 				return nil
 			}
 			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
@@ -254,17 +271,11 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if err != nil {
 		return err
 	}
-	// Any candidate upstream may serve it: reserve at the dearest.
-	var cost budget.Money
-	for _, cand := range route.candidates {
-		c, err := cand.price.ForEstimate().Cost(budget.Usage{InputTokens: prep.InputTokens, OutputTokens: prep.MaxOutputTokens})
-		if err != nil {
-			return &upstream.RequestError{Message: "the request is too large to price"}
-		}
-		cost = max(cost, c)
-	}
 	cl.req, cl.route, cl.prep = req, route, prep
-	cl.estimate = budget.Amounts{Tokens: prep.InputTokens + prep.MaxOutputTokens, Requests: cl.settings.cost(cl.routePath), Cost: cost}
+	// Any candidate upstream may serve it: reserve at the dearest.
+	if cl.estimate, err = cl.amountsFor(prep.MaxOutputTokens); err != nil {
+		return &upstream.RequestError{Message: "the request is too large to price"}
+	}
 	return nil
 }
 
@@ -296,6 +307,7 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	}
 	var outcome budget.Outcome
 	if cl.reservation != nil {
+		g.holds.observe(time.Since(cl.reservedAt))
 		e.ReservationID = cl.reservation.ID
 		start := time.Now()
 		var err error

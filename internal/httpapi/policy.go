@@ -327,6 +327,7 @@ func compileLimit(l config.Limit, scope budget.Scope, path string, loc *time.Loc
 		Scope:     scope,
 		Amount:    l.Amount.Value,
 		Shadow:    l.Shadow,
+		ClampMin:  l.ClampMinOutputTokens,
 		Burst:     l.Burst.Value,
 		Window:    l.Window,
 	}

@@ -50,6 +50,7 @@ type Gateway struct {
 	keys      KeyRegistry // run-time API keys, or nil
 	keySet    atomic.Pointer[keySet]
 	alerts    *alerter
+	holds     holdTimer         // how long reservations stay open
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
 	stateMu   sync.Mutex
@@ -195,7 +196,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		}
 	}
 	if len(c.Alerts.Webhooks) > 0 {
-		g.alerts = &alerter{g: g, thresholds: c.Alerts.Thresholds, webhooks: c.Alerts.Webhooks,
+		g.alerts = &alerter{g: g, thresholds: c.Alerts.Thresholds, webhooks: c.Alerts.Webhooks, pending: c.Alerts.IncludePending,
 			client: &http.Client{Timeout: 10 * time.Second}, fired: map[string]bool{}}
 	}
 	g.echo = g.routes()
@@ -532,8 +533,11 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 func (g *Gateway) writeRefusal(c echo.Context, r refusal, limits []budget.Limit) {
 	h := c.Response().Header()
 	writeRetryAfter(h, r.retryAfter)
-	if r.noRetry {
+	switch {
+	case r.noRetry:
 		h.Set("X-Should-Retry", "false")
+	case r.retry:
+		h.Set("X-Should-Retry", "true")
 	}
 	if r.result != nil && limits != nil {
 		writeLimitHeaders(h, limits, *r.result)

@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// amountsFor is the request's estimate with an output bound of out tokens,
+// priced at the dearest upstream that may serve it.
+func (cl *call) amountsFor(out int64) (budget.Amounts, error) {
+	var cost budget.Money
+	for _, cand := range cl.route.candidates {
+		c, err := cand.price.ForEstimate().Cost(budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: out})
+		if err != nil {
+			return budget.Amounts{}, err
+		}
+		cost = max(cost, c)
+	}
+	return budget.Amounts{Tokens: cl.prep.InputTokens + out, Requests: cl.settings.cost(cl.routePath), Cost: cost}, nil
+}
+
+// fit is the largest output cap per choice, below the request's own, with
+// which every limit would admit the request as the store found them in
+// res (a refusal); 0 when none would, -1 when the request has no output
+// cap (embeddings).
+func (cl *call) fit(res budget.Result) int64 {
+	if cl.prep == nil || cl.prep.Choices == 0 || len(res.Status) != len(cl.limits) {
+		return -1
+	}
+	fits := func(k int64) bool {
+		a, err := cl.amountsFor(k*cl.prep.Choices + cl.prep.Predicted)
+		if err != nil {
+			return false
+		}
+		for i, l := range cl.limits {
+			if l.Shadow {
+				continue
+			}
+			need := a.Of(l.Unit)
+			if l.Kind == budget.Concurrency {
+				need = 1
+			}
+			if need > res.Status[i].Remaining {
+				return false
+			}
+		}
+		return true
+	}
+	lo, hi := int64(1), cl.prep.OutputCap-1
+	if hi < lo || !fits(lo) {
+		return 0
+	}
+	for lo < hi {
+		if mid := lo + (hi-lo+1)/2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// clamp rewrites the request to an output cap of k per choice and
+// re-estimates it.
+func (cl *call) clamp(k int64) error {
+	if err := cl.req.SetOutputCap(cl.prep, k); err != nil {
+		return err
+	}
+	est, err := cl.amountsFor(cl.prep.MaxOutputTokens)
+	if err != nil {
+		return err
+	}
+	cl.estimate = est
+	return nil
+}
+
+// holdTimer keeps a moving average of how long reservations stay open,
+// from reservation to settlement: how soon a budget held by requests in
+// flight can be expected back.
+type holdTimer struct{ avg atomic.Int64 } // nanoseconds
+
+// observe folds one reservation's lifetime in (weight 1/8).
+func (h *holdTimer) observe(d time.Duration) {
+	for {
+		old := h.avg.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if h.avg.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// retry is when a held budget is worth asking again: the average
+// reservation's lifetime, between 1 s and a minute; budget.HeldRetry
+// before any was seen.
+func (h *holdTimer) retry() time.Duration {
+	d := time.Duration(h.avg.Load())
+	if d <= 0 {
+		return budget.HeldRetry
+	}
+	return min(max(d, time.Second), time.Minute)
+}
+
+// clampable is the output cap a refused request may be clamped to, or 0:
+// its deciding budget clamps, and at least its minimum fits now. On success
+// the request is already rewritten and re-estimated.
+func (g *Gateway) clampable(cl *call, refused *budget.RefusedError) int64 {
+	if refused.Limit.ClampMin <= 0 || !(errors.Is(refused, budget.ErrOverBudget) || errors.Is(refused, budget.ErrHeld)) {
+		return 0
+	}
+	k := cl.fit(refused.Result)
+	if k < refused.Limit.ClampMin || cl.clamp(k) != nil {
+		return 0
+	}
+	return k
+}
+
+// refusalOf is a limit's refusal of cl, with what the request path knows:
+// the estimate in the deciding limit's unit, the cap that would fit, and
+// for a held budget when it is expected back.
+func (g *Gateway) refusalOf(cl *call, refused *budget.RefusedError) refusal {
+	f := refusalFacts{estimate: cl.estimate.Of(refused.Limit.Unit), fit: -1}
+	if refused.Limit.Kind == budget.Concurrency {
+		f.estimate = 1
+	}
+	if budget.IsBudgetRefusal(refused) {
+		f.fit, f.capField = cl.fit(refused.Result), cl.req.CapField()
+	}
+	if errors.Is(refused, budget.ErrHeld) {
+		refused.Result.RetryAfter = g.holds.retry()
+	}
+	return mapRefused(refused, f)
+}

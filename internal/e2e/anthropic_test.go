@@ -125,7 +125,7 @@ func TestAnthropicRefusalsAreAnthropicErrors(t *testing.T) {
 		t.Fatalf("err = %v, want a 429 *anthropic.Error", err)
 	}
 	raw := apierr.RawJSON()
-	if !strings.Contains(raw, `"type":"rate_limit_error"`) || !strings.Contains(raw, `"code":"insufficient_quota"`) {
+	if !strings.Contains(raw, `"type":"rate_limit_error"`) || !strings.Contains(raw, `"code":"request_exceeds_budget_remaining"`) {
 		t.Fatalf("body %s", raw)
 	}
 	if apierr.Response.Header.Get("Retry-After") == "" || calls.Load() != 1 {

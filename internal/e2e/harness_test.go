@@ -214,3 +214,14 @@ func (h *harness) reportedCost(model string) int64 {
 const teamMonth = "team:acme/ml:usd-month"
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// isBudgetRefusal reports whether s (a body or a code) names one of the
+// three budget refusals: exhausted, too large for what remains, held.
+func isBudgetRefusal(s string) bool {
+	for _, code := range []string{"insufficient_quota", "request_exceeds_budget_remaining", "budget_held_by_requests_in_flight"} {
+		if strings.Contains(s, code) {
+			return true
+		}
+	}
+	return false
+}

@@ -163,7 +163,9 @@ func TestBudgetExhaustedThroughSDK(t *testing.T) {
 	before := h.gwCalls.Load()
 	_, err := c.Chat.Completions.New(ctx, chatParams("test-model", "two"))
 	e := apiError(t, err)
-	if e.StatusCode != http.StatusTooManyRequests || e.Type != "insufficient_quota" || e.Code != "insufficient_quota" {
+	// The first request spent all but a sliver: the second is too large
+	// for what remains.
+	if e.StatusCode != http.StatusTooManyRequests || e.Type != "insufficient_quota" || e.Code != "request_exceeds_budget_remaining" {
 		t.Fatalf("refusal = %d %s %s", e.StatusCode, e.Type, e.Code)
 	}
 	hdr := e.Response.Header

@@ -104,7 +104,7 @@ func TestInstancesShareOneBudgetThroughRedis(t *testing.T) {
 				case status == 200:
 					ok.Add(1)
 					misses = 0
-				case status == 429 && strings.Contains(body, "insufficient_quota"):
+				case status == 429 && isBudgetRefusal(body):
 					refused.Add(1)
 					misses++
 				default:
@@ -249,7 +249,7 @@ func TestRoutesDegradeAsConfigured(t *testing.T) {
 	passed := 0
 	for range 100 {
 		status, code := post("/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"say something","max_tokens":100}`)
-		if status == 429 && code == "insufficient_quota" {
+		if status == 429 && isBudgetRefusal(code) {
 			break
 		}
 		if status != 200 {

@@ -1,0 +1,273 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// boundRig is a gateway in front of the simulated upstream (which decodes
+// JSON names case-insensitively, as a Go server does), with whole-µ$ prices
+// per token so what the upstream bills is exact.
+type boundRig struct {
+	handler http.Handler
+	sim     *simulated.Server
+	mu      sync.Mutex
+	entries []httpapi.Entry
+}
+
+// prices are µ$ per input and output token of each model in boundConfig.
+var prices = map[string][2]int64{"test-model": {1, 2}, "gpt-4o": {2, 8}, "gpt-4o-mini": {1, 1},
+	"text-embedding-3-small": {1, 0}, "gpt-3.5-turbo-instruct": {1, 2}, claude: {3, 15}}
+
+const boundConfig = `
+upstreams:
+  - {name: sim, base_url: "${UPSTREAM}", api_key: k, models: [test-model, gpt-4o, gpt-4o-mini, text-embedding-3-small, gpt-3.5-turbo-instruct]}
+  - {name: claude, kind: anthropic, base_url: "${UPSTREAM}", api_key: k, models: [` + claude + `]}
+models:
+  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100, image_tokens: 1445}
+  gpt-4o:     {encoding: o200k_base, input: "$2", output: "$8", max_output_tokens: 16384}
+  gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}
+  text-embedding-3-small: {encoding: o200k_base, input: "$1", embedding: true}
+  gpt-3.5-turbo-instruct: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 4096}
+  ` + claude + `: {encoding: o200k_base, input: "$3", output: "$15", max_output_tokens: 64000}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1000000", period: month}]
+        keys: [{id: k1, hash: "${KEY_HASH}"}]
+`
+
+func newBoundRig(t testing.TB) *boundRig {
+	t.Helper()
+	sim, err := simulated.New(simulated.Options{APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey)}
+	cfg, err := config.Parse([]byte(boundConfig), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	r := &boundRig{handler: a.Handler(), sim: sim}
+	a.Gateway().OnSettle(func(e httpapi.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
+	return r
+}
+
+var boundRoutes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages", "/v1/responses"}
+
+// billed is what the upstream has billed so far, in µ$.
+func (r *boundRig) billed() int64 {
+	var n int64
+	for model, u := range r.sim.Stats().Usage {
+		p := prices[model]
+		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1]
+	}
+	return n
+}
+
+// check sends body to route and holds the bound: whatever the upstream
+// billed for it is at most what the gateway reserved, and a request the
+// gateway did not admit cost nothing.
+func (r *boundRig) check(t testing.TB, route string, body []byte) (status int) {
+	t.Helper()
+	before := r.billed()
+	r.mu.Lock()
+	r.entries = r.entries[:0]
+	r.mu.Unlock()
+	req := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	r.handler.ServeHTTP(w, req) // returns once the request is settled
+	cost := r.billed() - before
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var reserved int64
+	admitted := false
+	for _, e := range r.entries {
+		if e.ReservationID != "" {
+			admitted, reserved = true, reserved+int64(e.Reserved)
+		}
+	}
+	if cost > 0 && !admitted {
+		t.Fatalf("%s %s: the upstream billed %d µ$ for a request the gateway did not reserve (status %d)", route, body, cost, w.Code)
+	}
+	if cost > reserved {
+		t.Fatalf("%s %s: the upstream billed %d µ$, the gateway reserved %d", route, body, cost, reserved)
+	}
+	if w.Code >= 400 && w.Code != 429 {
+		var eb errorBody
+		if json.Unmarshal(w.Body.Bytes(), &eb) != nil && !strings.Contains(w.Body.String(), `"type":"error"`) {
+			t.Fatalf("%s %s: status %d without an error body: %s", route, body, w.Code, w.Body)
+		}
+	}
+	return w.Code
+}
+
+// seeds are valid bodies of every route, with the fields that multiply cost.
+var seeds = [][2]string{
+	{"/v1/chat/completions", `{"model":"test-model","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello there"}],"max_tokens":50,"n":2}`},
+	{"/v1/chat/completions", `{"model":"test-model","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/a.png","detail":"high"}}]}]}`},
+	{"/v1/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}},{"type":"image_url","image_url":{"url":"https://x/b.png","detail":"low"}}]}],"max_completion_tokens":20}`},
+	{"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Get the weather.","parameters":{"type":"object","properties":{"city":{"type":"string","description":"The city."}}}}}],"max_tokens":30}`},
+	{"/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":["one","two","three"],"max_tokens":20,"n":2,"best_of":3}`},
+	{"/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":[[1,2,3],[4,5]],"stream":true}`},
+	{"/v1/embeddings", `{"model":"text-embedding-3-small","input":["a","b","c"]}`},
+	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"system":"terse","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}]}`},
+	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"stream":true,"messages":[{"role":"user","content":"stream to me"}]}`},
+	{"/v1/responses", `{"model":"test-model","input":"hello","max_output_tokens":30}`},
+}
+
+// mutate returns a variant of a JSON body an attacker might send: keys in
+// another case (Unicode folds included), duplicated keys, escaped names,
+// multipliers, more images and prompts, streams switched on.
+func mutate(rng *rand.Rand, body string) string {
+	var v any
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return body
+	}
+	for range 1 + rng.IntN(3) {
+		v = mutateValue(rng, v, 0)
+	}
+	out, _ := json.Marshal(v)
+	s := string(out)
+	if rng.IntN(4) == 0 { // spell a name with escapes, which decode to the same key
+		s = strings.Replace(s, `"n":`, `"\u006e":`, 1)
+		s = strings.Replace(s, `"stream":`, `"\u0073tream":`, 1)
+	}
+	return s
+}
+
+var folds = []func(string) string{
+	strings.ToUpper,
+	func(k string) string { return strings.ToUpper(k[:1]) + k[1:] },
+	func(k string) string { return strings.Replace(k, "s", "ſ", 1) },      // long s folds to s
+	func(k string) string { return strings.Replace(k, "k", "\u212a", 1) }, // Kelvin sign folds to k
+	func(k string) string { return k + "\x00" },                           // not a fold: a name no server reads
+}
+
+var multipliers = map[string]func(*rand.Rand) any{
+	"n":                     func(r *rand.Rand) any { return 1 + r.IntN(8) },
+	"best_of":               func(r *rand.Rand) any { return 1 + r.IntN(8) },
+	"max_tokens":            func(r *rand.Rand) any { return 1 + r.IntN(2000) },
+	"max_completion_tokens": func(r *rand.Rand) any { return 1 + r.IntN(2000) },
+	"max_output_tokens":     func(r *rand.Rand) any { return 1 + r.IntN(2000) },
+	"stream":                func(r *rand.Rand) any { return r.IntN(2) == 0 },
+	"stream_options":        func(r *rand.Rand) any { return map[string]any{"include_usage": r.IntN(2) == 0} },
+	"prompt": func(r *rand.Rand) any {
+		ps := make([]any, 1+r.IntN(40))
+		for i := range ps {
+			ps[i] = fmt.Sprintf("prompt %d", i)
+		}
+		return ps
+	},
+}
+
+func mutateValue(rng *rand.Rand, v any, depth int) any {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		switch op := rng.IntN(6); {
+		case op == 0 && len(keys) > 0: // a key in another case, beside or instead of its own
+			k := keys[rng.IntN(len(keys))]
+			x[folds[rng.IntN(len(folds))](k)] = x[k]
+			if rng.IntN(2) == 0 {
+				delete(x, k)
+			}
+		case op == 1 && depth == 0: // a multiplier, in its own name or a folded one
+			names := []string{"n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens", "stream", "stream_options", "prompt"}
+			name := names[rng.IntN(len(names))]
+			val := multipliers[name](rng)
+			if rng.IntN(2) == 0 {
+				name = folds[rng.IntN(len(folds)-1)](name)
+			}
+			x[name] = val
+		case op == 2 && len(keys) > 0: // go deeper
+			k := keys[rng.IntN(len(keys))]
+			x[k] = mutateValue(rng, x[k], depth+1)
+		case op == 3: // more images
+			if c, ok := x["content"].([]any); ok {
+				for range 1 + rng.IntN(20) {
+					c = append(c, map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://x/i.png"}})
+				}
+				x["content"] = c
+			}
+		}
+		return x
+	case []any:
+		if len(x) == 0 {
+			return x
+		}
+		i := rng.IntN(len(x))
+		if rng.IntN(3) == 0 {
+			x = append(x, x[i]) // one more element: a message, a prompt, a part
+		}
+		x[i] = mutateValue(rng, x[i], depth+1)
+		return x
+	}
+	return v
+}
+
+// For bodies generated and mutated from valid ones, every admitted
+// request's billed cost at the (case-insensitive) upstream is within its
+// reservation, and nothing refused costs anything.
+func TestPropertyBilledWithinReservation(t *testing.T) {
+	r := newBoundRig(t)
+	rng := rand.New(rand.NewPCG(12, 34))
+	admitted := 0
+	n := 1500
+	if testing.Short() {
+		n = 200
+	}
+	for i := range n {
+		seed := seeds[i%len(seeds)]
+		body := seed[1]
+		if i >= len(seeds) {
+			body = mutate(rng, body)
+		}
+		if r.check(t, seed[0], []byte(body)) == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted < n/10 {
+		t.Fatalf("only %d of %d bodies admitted: the property says little", admitted, n)
+	}
+	t.Logf("%d of %d mutated bodies admitted, every one within its reservation", admitted, n)
+}
+
+// FuzzGatewayBound is the same property under go test -fuzz, on any bytes.
+func FuzzGatewayBound(f *testing.F) {
+	for i, s := range seeds {
+		f.Add(uint8(slices.Index(boundRoutes, s[0])), []byte(s[1]))
+		f.Add(uint8(slices.Index(boundRoutes, s[0])), []byte(mutate(rand.New(rand.NewPCG(uint64(i), 1)), s[1])))
+	}
+	r := newBoundRig(f)
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		r.check(t, boundRoutes[int(route)%len(boundRoutes)], body)
+	})
+}

@@ -32,6 +32,15 @@ func TestSignedBypass(t *testing.T) {
 	if resp, eb := h.post(path, testKey, body, map[string]string{httpapi.SignatureHeader: valid}); resp.StatusCode != 200 {
 		t.Fatalf("a valid signature: %d %s", resp.StatusCode, eb.Error.Code)
 	}
+	// The query string is signed too: a signature over one target does not
+	// verify for another.
+	withQuery := httpapi.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q")
+	if resp, eb := h.post(path+"?tenant=a", testKey, body, map[string]string{httpapi.SignatureHeader: withQuery}); resp.StatusCode != 200 {
+		t.Fatalf("a valid signature over a query: %d %s", resp.StatusCode, eb.Error.Code)
+	}
+	if resp, eb := h.post(path+"?tenant=b", testKey, body, map[string]string{httpapi.SignatureHeader: httpapi.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q2")}); resp.StatusCode != 401 || eb.Error.Code != "invalid_bypass_signature" {
+		t.Fatalf("another query under the same signature: %d %s", resp.StatusCode, eb.Error.Code)
+	}
 	for _, tc := range []struct{ desc, header, body string }{
 		{"replayed", valid, body},
 		{"altered body", httpapi.Sign([]byte(bypassSecret), "POST", path, []byte(body), now, "nonce-2"), strings.Replace(body, "internal", "external", 1)},
@@ -61,10 +70,10 @@ func TestSignedBypass(t *testing.T) {
 	for _, e := range entries {
 		byWho[e.Bypass]++
 	}
-	if byWho["billing-svc"] != 1 || byWho["unlimited-key"] != 3 || byWho[""] != 1 {
+	if byWho["billing-svc"] != 2 || byWho["unlimited-key"] != 3 || byWho[""] != 1 {
 		t.Fatalf("ledger entries by bypass: %v", byWho)
 	}
-	if got := value(t, h.scrape(), "tollgate_bypasses_total", map[string]string{"by": "billing-svc", "team": "ml"}); got != 1 {
+	if got := value(t, h.scrape(), "tollgate_bypasses_total", map[string]string{"by": "billing-svc", "team": "ml"}); got != 2 {
 		t.Fatalf("bypass counter %v", got)
 	}
 }

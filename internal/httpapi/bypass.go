@@ -36,16 +36,22 @@ func newBypass(c config.Bypass) *bypass {
 }
 
 // Sign returns the header value for a request: what an internal service
-// computes (and what tests use).
-func Sign(secret []byte, method, path string, body []byte, at time.Time, nonce string) string {
+// computes (and what tests use). target is the request target exactly as
+// sent: the path and, if any, "?" and the query, percent-encoding as is
+// (Go: URL.RequestURI()). The signed string is
+//
+//	METHOD "\n" target "\n" hex(sha256(body)) "\n" unix-seconds "\n" nonce
+//
+// so a signature for one query string does not verify with another.
+func Sign(secret []byte, method, target string, body []byte, at time.Time, nonce string) string {
 	ts := strconv.FormatInt(at.Unix(), 10)
-	return "t=" + ts + ",n=" + nonce + ",s=" + hex.EncodeToString(mac(secret, method, path, body, ts, nonce))
+	return "t=" + ts + ",n=" + nonce + ",s=" + hex.EncodeToString(mac(secret, method, target, body, ts, nonce))
 }
 
-func mac(secret []byte, method, path string, body []byte, ts, nonce string) []byte {
+func mac(secret []byte, method, target string, body []byte, ts, nonce string) []byte {
 	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(method + "\n" + path + "\n" + hex.EncodeToString(sum[:]) + "\n" + ts + "\n" + nonce))
+	m.Write([]byte(method + "\n" + target + "\n" + hex.EncodeToString(sum[:]) + "\n" + ts + "\n" + nonce))
 	return m.Sum(nil)
 }
 
@@ -53,7 +59,7 @@ func mac(secret []byte, method, path string, body []byte, ts, nonce string) []by
 // of the secret that signed it. The nonce is then spent through the budget
 // store (a one-shot bucket that lives past the window), so a replay to any
 // instance fails.
-func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, path string, body []byte, now time.Time) (string, error) {
+func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, target string, body []byte, now time.Time) (string, error) {
 	var ts, nonce, sig string
 	for _, part := range strings.Split(header, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -79,7 +85,7 @@ func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, p
 	}
 	id := ""
 	for name, secret := range b.secrets {
-		if hmac.Equal(got, mac(secret, method, path, body, ts, nonce)) {
+		if hmac.Equal(got, mac(secret, method, target, body, ts, nonce)) {
 			id = name
 		}
 	}

@@ -99,7 +99,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
 			who := "unlimited-key"
 			if sig != "" {
-				id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.Path, body, time.Now())
+				id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.RequestURI(), body, time.Now())
 				if err != nil {
 					cl.outcome = "refused"
 					g.log.Warn("bypass refused", "request_id", cl.id, "team", cl.principal.Team, "key", cl.principal.Key, "err", err)

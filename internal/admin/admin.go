@@ -11,15 +11,20 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/audit"
+	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 )
 
@@ -32,6 +37,42 @@ type API struct {
 	trail  audit.Log
 	log    *slog.Logger
 	tokens map[[32]byte]config.AdminToken
+	// guard locks out addresses that fail authentication too often (the
+	// same count as the gateway's API keys); nil: no lockout.
+	guard   *authguard.Guard
+	fails   budget.Limit
+	trusted []netip.Prefix
+}
+
+// WithGuard locks out addresses that present wrong admin tokens too often
+// (config auth_failures), counted with the gateway's failures from them.
+func (a *API) WithGuard(g *authguard.Guard) *API {
+	a.guard = g
+	a.fails = authguard.Limit(a.cfg.AuthFailures.Limit, a.cfg.AuthFailures.Window)
+	for _, p := range a.cfg.TrustedProxies {
+		a.trusted = append(a.trusted, netip.MustParsePrefix(p)) // validated with the config
+	}
+	return a
+}
+
+// lockedOut answers a locked-out address with 429 and Retry-After; failed
+// counts this request as a failure first. done is true when it answered.
+func (a *API) lockedOut(c echo.Context, failed bool) (done bool, err error) {
+	if a.guard == nil {
+		return false, nil
+	}
+	ip := authguard.ClientIP(c.Request(), a.trusted)
+	check := a.guard.Locked
+	if failed {
+		check = a.guard.Failed
+	}
+	wait, locked := check(c.Request().Context(), a.fails, ip, time.Now())
+	if !locked {
+		return false, nil
+	}
+	a.log.Warn("too many failed admin authentications: address locked out", "client_ip", ip, "for", wait)
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+	return true, fail(c, http.StatusTooManyRequests, "too_many_auth_failures", "Too many failed authentications from this address; every token is refused until Retry-After.")
 }
 
 // WithLedger makes reports read src instead of the ledger file.
@@ -77,6 +118,9 @@ const tokenKey = "tollgate.admin"
 
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if done, err := a.lockedOut(c, false); done {
+			return err
+		}
 		scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			token = ""
@@ -91,6 +135,9 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		if token == "" {
+			if done, err := a.lockedOut(c, true); done {
+				return err
+			}
 			return fail(c, http.StatusUnauthorized, "missing_admin_token", "Send an admin token as 'Authorization: Bearer TOKEN'.")
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
@@ -101,6 +148,9 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			copy(stored[:], raw)
 		}
 		if !found || subtle.ConstantTimeCompare(stored[:], sum[:]) != 1 {
+			if done, err := a.lockedOut(c, true); done {
+				return err
+			}
 			return fail(c, http.StatusUnauthorized, "invalid_admin_token", "Incorrect admin token.")
 		}
 		c.Set(tokenKey, t)

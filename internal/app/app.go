@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/audit"
+	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
@@ -106,7 +107,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		a.mem, a.store = mem, mem
 	}
 	a.engine = budget.NewEngine(a.store, cfg.Lease)
-	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready, Metrics: m}
+	guard := authguard.New(a.engine) // one count of failures for API keys and admin tokens
+	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready, Metrics: m, Guard: guard}
 	if cfg.MetricsListen == "" {
 		opts.Gatherer = a.reg
 	}
@@ -158,7 +160,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			}
 		})
 	}
-	api := admin.New(cfg, a.engine, log)
+	api := admin.New(cfg, a.engine, log).WithGuard(guard)
 	if a.keys != nil {
 		api.WithKeys(gw)
 	}

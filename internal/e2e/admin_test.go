@@ -371,3 +371,42 @@ func TestFinancePageInChromium(t *testing.T) {
 		t.Fatalf("viewer page:\n%s", vdom)
 	}
 }
+
+// Wrong admin tokens lock the address out of the admin API and the gateway
+// alike: the right token and the right API key are refused until
+// Retry-After.
+func TestAdminTokensAreLockedOut(t *testing.T) {
+	url, _, _ := adminGateway(t)
+	get := func(token string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, url+"/admin/v1/keys", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(adminToken); resp.StatusCode != 200 {
+		t.Fatalf("the right token: %d", resp.StatusCode)
+	}
+	for i := range 30 { // auth_failures' default: 30 a minute
+		if resp := get("wrong-" + strconv.Itoa(i)); resp.StatusCode != 401 {
+			t.Fatalf("wrong token %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := get(adminToken)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the right token from a locked-out address: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 429 {
+		t.Fatalf("an API key from the address locked out by admin failures: %d", r.StatusCode)
+	}
+}

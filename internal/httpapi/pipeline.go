@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
@@ -95,7 +96,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		cl.user = user
 		limits := cl.principal.Limits(requestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
-			IP: clientIP(c.Request(), cl.settings.trusted)})
+			IP: authguard.ClientIP(c.Request(), cl.settings.trusted)})
 		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
 			who := "unlimited-key"
 			if sig != "" {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
@@ -50,6 +51,7 @@ type Gateway struct {
 	keys      KeyRegistry // run-time API keys, or nil
 	keySet    atomic.Pointer[keySet]
 	alerts    *alerter
+	guard     *authguard.Guard  // locks out addresses that fail authentication
 	holds     holdTimer         // how long reservations stay open
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
@@ -158,6 +160,9 @@ type Options struct {
 	// Keys holds API keys made at run time (the admin API); nil: config
 	// keys only.
 	Keys KeyRegistry
+	// Guard locks out addresses that fail authentication; nil: one on
+	// Engine's store, of the gateway's own.
+	Guard *authguard.Guard
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -171,6 +176,9 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New(prometheus.NewRegistry())
 	}
+	if opts.Guard == nil {
+		opts.Guard = authguard.New(opts.Engine)
+	}
 	g := &Gateway{
 		engine:    opts.Engine,
 		log:       opts.Log,
@@ -181,6 +189,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		transport: opts.Transport,
 		pacer:     opts.Pacer,
 		keys:      opts.Keys,
+		guard:     opts.Guard,
 		upstreams: map[string]*upstreamState{},
 	}
 	st, err := g.newSettings(c)
@@ -232,8 +241,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}
 	if c.AuthFailures.Limit > 0 {
-		st.authFail = budget.Limit{Name: "auth-failures", Partition: "_auth", Scope: budget.ScopeKey, Kind: budget.Rate,
-			Unit: budget.Requests, Amount: c.AuthFailures.Limit, Window: c.AuthFailures.Window, Algorithm: budget.FixedWindow}
+		st.authFail = authguard.Limit(c.AuthFailures.Limit, c.AuthFailures.Window)
 	}
 	for _, r := range c.PaidRoutes {
 		p, err := newPaidRoute(r)
@@ -429,6 +437,12 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			key = strings.TrimSpace(token)
 		}
 		st := g.settings.Load()
+		// A locked-out address is refused whatever it sends, the right
+		// key included: guessing stops, not merely slows.
+		if wait, locked := g.guard.Locked(c.Request().Context(), st.authFail, authguard.ClientIP(c.Request(), st.trusted), time.Now()); locked {
+			g.metrics.Refusals.WithLabelValues("auth_failures", "ip", st.authFail.Name, "").Inc()
+			return &authThrottled{retryAfter: wait}
+		}
 		if key == "" {
 			return g.authFailed(c, st, errNoKey)
 		}
@@ -448,26 +462,15 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // authFailed counts a failed authentication against the client's IP: past
-// the limit the answer is 429 with Retry-After instead of 401, so guessing
-// keys (or stuffing stolen ones) is slowed to a crawl.
+// the limit the address is locked out (429 with Retry-After) until the
+// window ends, on every instance.
 func (g *Gateway) authFailed(c echo.Context, st *settings, err error) error {
 	g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
-	if st.authFail.Amount == 0 {
-		return err
-	}
-	ip := clientIP(c.Request(), st.trusted)
-	l := st.authFail
-	l.Bucket = "authfail:" + ip
-	ctx := c.Request().Context()
-	r, _, rerr := g.engine.Reserve(ctx, []budget.Limit{l}, budget.Amounts{Requests: 1})
-	var refused *budget.RefusedError
-	switch {
-	case errors.As(rerr, &refused):
-		g.metrics.Refusals.WithLabelValues("auth_failures", "ip", l.Name, "").Inc()
-		g.log.Warn("too many failed authentications", "client_ip", ip)
-		return &authThrottled{retryAfter: refused.RetryAfter()}
-	case rerr == nil:
-		_, _ = g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
+	ip := authguard.ClientIP(c.Request(), st.trusted)
+	if wait, locked := g.guard.Failed(c.Request().Context(), st.authFail, ip, time.Now()); locked {
+		g.metrics.Refusals.WithLabelValues("auth_failures", "ip", st.authFail.Name, "").Inc()
+		g.log.Warn("too many failed authentications: address locked out", "client_ip", ip, "for", wait)
+		return &authThrottled{retryAfter: wait}
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package httpapi
+package authguard
 
 import (
 	"net"
@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// clientIP is the address a request came from: the peer, or — when the peer
+// ClientIP is the address a request came from: the peer, or — when the peer
 // is a trusted proxy — the rightmost X-Forwarded-For hop that is not itself
 // a trusted proxy (the leftmost entries are the client's to forge).
-func clientIP(r *http.Request, trusted []netip.Prefix) string {
+func ClientIP(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr

@@ -1,4 +1,4 @@
-package httpapi
+package authguard
 
 import (
 	"net/http/httptest"
@@ -26,7 +26,7 @@ func TestClientIP(t *testing.T) {
 			if tc.xff != "" {
 				r.Header.Set("X-Forwarded-For", tc.xff)
 			}
-			if got := clientIP(r, trusted); got != tc.want {
+			if got := ClientIP(r, trusted); got != tc.want {
 				t.Fatalf("clientIP = %s, want %s", got, tc.want)
 			}
 		})

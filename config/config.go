@@ -17,6 +17,9 @@ type Config struct {
 	MetricsListen string `yaml:"metrics_listen"`
 	// MaxBodyBytes bounds a request body; larger ones get 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Server bounds how long a client connection may take over its
+	// headers and body, and how long it may sit idle.
+	Server Server `yaml:"server"`
 	// TimeZone is the default calendar for budgets (IANA name, default UTC).
 	TimeZone string `yaml:"time_zone"`
 	// Lease is how long a reservation lives without settlement before it
@@ -88,6 +91,28 @@ type Bypass struct {
 type BypassSecret struct {
 	ID     string `yaml:"id"`
 	Secret string `yaml:"secret"`
+}
+
+// Server bounds client connections against slow clients (slowloris). A
+// body must arrive within BodyGrace + its size / MinBodyRate, and within
+// BodyTimeout whatever its size; a slower one gets 408.
+type Server struct {
+	// ReadHeaderTimeout bounds the request line and headers (default 10s).
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds a whole request body (default 60s).
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// BodyGrace is the time a body gets before MinBodyRate applies
+	// (default 5s).
+	BodyGrace time.Duration `yaml:"body_grace"`
+	// MinBodyRate is the slowest a body may arrive after BodyGrace, in
+	// bytes a second (default 16384).
+	MinBodyRate int64 `yaml:"min_body_rate"`
+	// IdleTimeout closes a keep-alive connection idle this long (default
+	// 60s).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds the connections open at once; more wait to be
+	// accepted (default 4096).
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Alerts fire once per threshold per budget per period (across all

@@ -37,6 +37,21 @@ func (c *Config) SetDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	srv := &c.Server
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&srv.ReadHeaderTimeout, 10 * time.Second}, {&srv.BodyTimeout, time.Minute}, {&srv.BodyGrace, 5 * time.Second}, {&srv.IdleTimeout, time.Minute}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if srv.MinBodyRate == 0 {
+		srv.MinBodyRate = 16 << 10
+	}
+	if srv.MaxConnections == 0 {
+		srv.MaxConnections = 4096
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -198,6 +213,12 @@ func (c *Config) Validate() error {
 func (c *Config) validate(v *validator) {
 	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
 		v.addf("metrics_listen", "want host:port, got %q", c.MetricsListen)
+	}
+	if c.Server.ReadHeaderTimeout < 0 || c.Server.BodyTimeout < 0 || c.Server.BodyGrace < 0 || c.Server.IdleTimeout < 0 {
+		v.addf("server", "timeouts must not be negative")
+	}
+	if c.Server.MinBodyRate < 0 || c.Server.MaxConnections < 0 {
+		v.addf("server", "min_body_rate and max_connections must not be negative")
 	}
 	if c.MaxBodyBytes < 1024 {
 		v.addf("max_body_bytes", "must be at least 1024")

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
@@ -245,11 +246,19 @@ const ShutdownTimeout = 30 * time.Second
 // requests finish (up to ShutdownTimeout), and persists what must survive:
 // the embedded store's snapshot, or the Redis store's spool.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	// Slow clients are bounded: headers by ReadHeaderTimeout, bodies by
+	// the gateway's body deadline (server.body_timeout, min_body_rate),
+	// idle keep-alive connections by IdleTimeout, and how many connections
+	// are open at once by MaxConnections (more wait to be accepted).
 	srv := &http.Server{
 		Handler:           a.gateway,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: a.cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       a.cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	if n := a.cfg.Server.MaxConnections; n > 0 {
+		ln = netutil.LimitListener(ln, n)
 	}
 	stopBG := a.Background(context.WithoutCancel(ctx))
 

@@ -18,6 +18,7 @@ var (
 	errNoKey          = errors.New("httpapi: no API key")
 	errBadKey         = errors.New("httpapi: invalid API key")
 	errTooLarge       = errors.New("httpapi: request body too large")
+	errBodyTimeout    = errors.New("httpapi: request body too slow")
 	errUpstream       = errors.New("httpapi: upstream unreachable")
 	errUpstreamTime   = errors.New("httpapi: upstream timed out")
 	errNotFound       = errors.New("httpapi: no such route")
@@ -129,6 +130,8 @@ func mapError(err error) refusal {
 		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
 	case errors.Is(err, errBadKey):
 		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
+	case errors.Is(err, errBodyTimeout):
+		return refusal{status: http.StatusRequestTimeout, body: apiError{Message: "The request body did not arrive in time (server.body_timeout, server.min_body_rate).", Type: "invalid_request_error", Code: "request_body_timeout"}}
 	case errors.Is(err, errTooLarge):
 		return refusal{status: http.StatusRequestEntityTooLarge, body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
 	case errors.Is(err, budget.ErrStoreUnavailable):

@@ -230,17 +230,27 @@ func (g *Gateway) degrade(c echo.Context, cl *call, route string, storeErr error
 	return nil, budget.Result{Decider: -1}, storeErr
 }
 
-// readBody reads the whole body up to max bytes.
+// readBody reads the whole body up to max bytes, within the body deadline
+// of the settings in force (see paceBody).
 func readBody(c echo.Context, max int64) ([]byte, error) {
 	r := c.Request()
 	if r.ContentLength > max {
 		return nil, errTooLarge
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, max))
+	st := settingsOf(c)
+	var src io.Reader = r.Body
+	if st != nil && st.cfg != nil {
+		src = paceBody(c.Response(), r.Body, st.cfg.Server, time.Now())
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), io.NopCloser(src), max))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooLarge):
 			return nil, errTooLarge
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, errBodyTimeout
 		}
 		return nil, errClientCanceled
 	}

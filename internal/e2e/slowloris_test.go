@@ -1,0 +1,153 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// serveGateway runs a gateway with Serve, as tollgate serve does, on a
+// loopback port: the server's own timeouts apply, not httptest's.
+func serveGateway(t *testing.T, extra string) string {
+	t.Helper()
+	sim, err := simulated.New(simulated.Options{APIKey: "upstream-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	src := extra + strings.Replace(baseConfig, "TEAM_LIMITS", monthlyTen, 1)
+	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey)}
+	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// slowClient sends head at once, then one byte of tail every tick until
+// the server answers or closes; it returns the status line ("" if closed
+// without one) and how long the server took.
+func slowClient(addr, head string, tick time.Duration) (status string, took time.Duration, err error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return "", 0, err
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := io.WriteString(conn, head); err != nil {
+		return "", 0, err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for i := 0; i < 600; i++ { // a minute at most
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil && err != io.EOF && !strings.Contains(err.Error(), "reset") {
+		return "", time.Since(start), err
+	}
+	return strings.TrimSpace(line), time.Since(start), nil
+}
+
+// Slow clients do not keep connections: 100 trickling bodies get 408 and
+// 100 trickling headers are closed, each within its deadline, while a
+// client at a normal pace is served.
+func TestSlowClientsAreCutOff(t *testing.T) {
+	addr := serveGateway(t, "server: {read_header_timeout: 1s, body_timeout: 3s, body_grace: 500ms, min_body_rate: 1000}\n")
+	body := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n", testKey)
+	header := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Slow: "
+	var wg sync.WaitGroup
+	type result struct {
+		kind, status string
+		took         time.Duration
+		err          error
+	}
+	results := make(chan result, 200)
+	for i := range 200 {
+		kind, head := "body", body
+		if i%2 == 1 {
+			kind, head = "header", header
+		}
+		wg.Go(func() {
+			status, took, err := slowClient(addr, head, 100*time.Millisecond)
+			results <- result{kind, status, took, err}
+		})
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		switch {
+		case r.err != nil:
+			t.Fatalf("%s: %v", r.kind, r.err)
+		case r.kind == "body" && !strings.Contains(r.status, " 408 "):
+			t.Fatalf("a trickling body got %q after %v, want 408", r.status, r.took)
+		case r.kind == "body" && r.took > 3*time.Second+2*time.Second:
+			t.Fatalf("a trickling body held its connection %v, past body_timeout", r.took)
+		case r.kind == "header" && r.took > time.Second+2*time.Second:
+			t.Fatalf("trickling headers held the connection %v, past read_header_timeout", r.took)
+		}
+	}
+	// A body at a normal pace: two halves, a moment apart.
+	payload := `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = io.WriteString(pw, payload[:20])
+		time.Sleep(100 * time.Millisecond)
+		_, _ = io.WriteString(pw, payload[20:])
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", pr)
+	req.ContentLength = int64(len(payload))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a client at a normal pace: %d", resp.StatusCode)
+	}
+}

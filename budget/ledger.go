@@ -31,8 +31,23 @@ type Entry struct {
 // ID identifies the entry in the ledger: its reservation id, or for spend
 // that had none its request id. The durable ledger stores each id once.
 func (e *Entry) ID() string {
-	if e.ReservationID != "" {
+	switch {
+	case e.Outcome == Corrected.String():
+		return e.ReservationID + "/corrected" // beside the expired entry it corrects
+	case e.ReservationID != "":
 		return e.ReservationID
 	}
 	return "req-" + e.RequestID
+}
+
+// CorrectionOf is the ledger entry of a late settlement that corrected a
+// sweep (Outcome Corrected): the ledger already holds the expired entry,
+// charged at the reservation, so this one carries the usage and the
+// difference (actual - reserved, a refund when negative). Summed, the two
+// are what the upstream reported.
+func CorrectionOf(settled Entry) Entry {
+	e := settled
+	e.Outcome = Corrected.String()
+	e.Cost = settled.Cost - settled.Reserved
+	return e
 }

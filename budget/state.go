@@ -373,6 +373,39 @@ func SettleDebits(st State, id string, debits []Debit, actual Amounts, now time.
 	return nil
 }
 
+// CorrectSwept turns the charge of a reservation the sweeper resolved at
+// its reserved amounts (its lease ran out before the settlement came) into
+// the actual amounts: each Ceiling and window gets the difference refunded,
+// or charged, in the period it was charged to, never below zero spent; a
+// sliding log's entry takes the actual amount if it is still in the log.
+// Rate buckets and concurrency slots are left as they are: their state has
+// moved on since, and the sweep already freed the slots. The caller makes
+// sure a reservation is corrected once.
+func CorrectSwept(st State, id string, debits []Debit, actual Amounts) error {
+	if err := actual.Validate(); err != nil {
+		return err
+	}
+	for i := range debits {
+		d := &debits[i]
+		l := &d.Limit
+		a := actual.Of(l.Unit)
+		switch {
+		case l.Kind == Rate && l.Algorithm == SlidingLog:
+			at, _ := strconv.ParseInt(d.Period, 10, 64)
+			for _, e := range st.LogEntries(l.Bucket, at) {
+				if e[0] == at {
+					st.SetLogEntry(l.Bucket, id, at, a)
+					break
+				}
+			}
+		case l.Kind == Ceiling || l.windowed():
+			spent, pending := st.CeilingUse(l.Bucket, d.Period)
+			st.SetCeilingUse(l.Bucket, d.Period, max(0, spent+a-d.Amount), pending)
+		}
+	}
+	return nil
+}
+
 // Peek reports each limit's status without changing anything.
 func Peek(st State, limits []Limit, now time.Time) []Status {
 	debits := make([]Debit, len(limits))

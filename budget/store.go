@@ -87,6 +87,10 @@ const (
 	// Spooled: the store could not be reached; the settlement is kept
 	// durably and will be applied, once, when it can.
 	Spooled
+	// Corrected: the sweeper had charged the reservation in full when its
+	// lease ran out; this late settlement turned that charge into the
+	// actual amounts (a refund of the difference, once).
+	Corrected
 )
 
 func (o Outcome) String() string {
@@ -99,6 +103,8 @@ func (o Outcome) String() string {
 		return "expired"
 	case Spooled:
 		return "spooled"
+	case Corrected:
+		return "corrected"
 	}
 	return "unknown"
 }

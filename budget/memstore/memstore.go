@@ -45,6 +45,9 @@ type openReservation struct {
 type closedReservation struct {
 	Outcome budget.Outcome
 	Forget  int64 // unix µs
+	// Swept are the debits the sweeper charged in full: a late settlement
+	// corrects them to its actual amounts, once.
+	Swept []budget.Debit `json:",omitempty"`
 }
 
 // state is everything a snapshot holds. Access requires Store.mu.
@@ -206,7 +209,15 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 		if !seen {
 			return 0, budget.ErrUnknownReservation
 		}
-		if c.Outcome == budget.Settled {
+		if c.Outcome == budget.Expired && outcome == budget.Settled && len(c.Swept) > 0 {
+			if err := budget.CorrectSwept(&s.state, id, c.Swept, actual); err != nil {
+				return 0, err
+			}
+			c.Outcome, c.Swept = budget.Corrected, nil
+			s.state.closed[id] = c
+			return budget.Corrected, nil
+		}
+		if c.Outcome == budget.Settled || c.Outcome == budget.Corrected {
 			return budget.AlreadySettled, nil
 		}
 		return c.Outcome, nil
@@ -215,7 +226,11 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 		return 0, err
 	}
 	delete(s.state.open, id)
-	s.state.closed[id] = closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro()}
+	c := closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro()}
+	if outcome == budget.Expired {
+		c.Swept = r.Debits
+	}
+	s.state.closed[id] = c
 	return outcome, nil
 }
 

@@ -255,6 +255,10 @@ func decodeLedger(m redis.XMessage) (budget.Entry, error) {
 		// The lease expired and the sweeper charged the reservation in
 		// full; the entry is the one made at reservation.
 		e.Outcome, e.Cost, e.Usage.Estimated = budget.Expired.String(), e.Reserved, true
+	case "5":
+		// A late settlement corrected the sweep's charge: the ledger,
+		// which has the expired entry, gets the difference.
+		e = budget.CorrectionOf(e)
 	default:
 		return e, errors.New("unknown outcome " + o)
 	}

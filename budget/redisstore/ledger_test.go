@@ -65,7 +65,8 @@ func TestLedgerStreamCluster(t *testing.T) {
 
 // Every way spend lands writes exactly one ledger entry in the same script:
 // a settlement (not its replay), a lease the sweeper charges (at the
-// reservation, not the late settlement), spend made without a reservation.
+// reservation) and the late settlement that corrects it (the difference),
+// spend made without a reservation.
 // The consumer moves them through sink failures and a dead consumer.
 func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
@@ -102,7 +103,7 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	}
 	late := *entry("beta", 7000)
 	late.Cost = 10
-	if o, err := short.SettleEntry(bg, r2, budget.Amounts{Cost: 10}, &late); err != nil || o != budget.Expired {
+	if o, err := short.SettleEntry(bg, r2, budget.Amounts{Cost: 10}, &late); err != nil || o != budget.Corrected {
 		t.Fatalf("late settlement: %v %v", o, err)
 	}
 	// Spend without a reservation (a request let through while the store
@@ -120,7 +121,7 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := e.SettleEntry(bg, r3, budget.Amounts{Cost: 40}, entry("gamma", 40)); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]int64{"acme": 2, "beta": 1, "gamma": 1} {
+	for p, want := range map[string]int64{"acme": 2, "beta": 2, "gamma": 1} {
 		if n, err := rdb.XLen(bg, s.LedgerStream(p)).Result(); err != nil || n != want {
 			t.Fatalf("stream %s holds %d entries (%v), want %d", p, n, err, want)
 		}
@@ -142,7 +143,7 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 		s.ConsumeLedger(ctx, sk.store, redisstore.ConsumerOptions{Name: "live", Partitions: []string{"acme", "beta"},
 			Block: 50 * time.Millisecond, ClaimIdle: 200 * time.Millisecond, ForgetAfter: 300 * time.Millisecond})
 	}()
-	got := sk.wait(t, 4)
+	got := sk.wait(t, 5)
 	// The dead consumer, holding nothing now, leaves the group.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		cs, err := rdb.XInfoConsumers(bg, s.LedgerStream("acme"), "tollgate-ledger").Result()
@@ -164,6 +165,11 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	}
 	if g := got[r2.ID]; g.Cost != 7000 || g.Outcome != "expired" || !g.Usage.Estimated {
 		t.Errorf("expired entry %+v: want the reservation charged in full", g)
+	}
+	// The late settlement's entry corrects it: together they are the 10 µ$
+	// the request really cost.
+	if g := got[r2.ID+"/corrected"]; g.Cost != 10-7000 || g.Outcome != "corrected" {
+		t.Errorf("correction entry %+v: want -6990 µ$", g)
 	}
 	if g := got[un.ReservationID]; g.Cost != 555 || g.Outcome != "settled" || un.ReservationID == "" {
 		t.Errorf("unreserved entry %+v", g)

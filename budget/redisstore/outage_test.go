@@ -262,8 +262,8 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 }
 
 // A gateway that dies between reserve and settle: another instance's
-// sweeper charges the reservation in full after its lease; the dead one's
-// late settlement (if it ever came) would change nothing.
+// sweeper charges the reservation in full after its lease; if the first
+// one was only slow, its late settlement corrects the charge.
 func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
 	srv := redistest.Start(t)
 	dead := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg"})
@@ -283,8 +283,16 @@ func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
 	if spent, pending := spentOf(t, srv.Client(), "tg", l); spent != int64(3*budget.Dollar) || pending != 0 {
 		t.Fatalf("spent %d pending %d", spent, pending)
 	}
-	if o, err := dead.Settle(bg, r.ID, budget.Amounts{Cost: 1}); err != nil || o != budget.Expired {
+	// The gateway was only slow: its settlement corrects the sweep's
+	// charge to what it reports, once.
+	if o, err := dead.Settle(bg, r.ID, budget.Amounts{Cost: 1}); err != nil || o != budget.Corrected {
 		t.Fatalf("late settle: %v %v", o, err)
+	}
+	if spent, _ := spentOf(t, srv.Client(), "tg", l); spent != 1 {
+		t.Fatalf("spent %d after the late settlement, want 1", spent)
+	}
+	if o, err := dead.Settle(bg, r.ID, budget.Amounts{Cost: 2}); err != nil || o != budget.AlreadySettled {
+		t.Fatalf("a replay of the late settle: %v %v", o, err)
 	}
 }
 

@@ -567,6 +567,8 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 		return budget.AlreadySettled, nil
 	case 3:
 		return budget.Expired, nil
+	case 5:
+		return budget.Corrected, nil
 	case 4:
 		if call.Unreserved {
 			return budget.Settled, nil
@@ -656,9 +658,9 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 				if raw[0] == 1 {
 					n++
 				}
-				s.mu.Lock()
-				delete(s.open, id)
-				s.mu.Unlock()
+				// s.open keeps the debits of this instance's own swept
+				// reservation: its settlement, if it comes late, carries
+				// the actual amounts that correct the sweep's charge.
 			}
 			if len(ids) < sweepBatch {
 				break

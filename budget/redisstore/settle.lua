@@ -20,10 +20,16 @@
 --
 -- Stream entries: r the entry as the gateway wrote it, o the outcome (1
 -- settled, 3 expired: the entry is the one recorded at reservation and the
--- reserved amount was charged, 4 settled without its record).
+-- reserved amount was charged, 4 settled without its record, 5 a late
+-- settlement that corrected a sweep's charge).
+--
+-- The tombstone holds the outcome; a swept reservation's also holds its
+-- debits ("3\n" then the reservation's d lines), so a late settlement can
+-- correct the sweep's charge to the actual amounts, once (then "5").
 --
 -- Returns {outcome}: 1 settled now, 2 settled before, 3 expired (charged in
--- full by the sweeper), 4 settled without its record, 0 unknown id.
+-- full by the sweeper), 4 settled without its record, 5 corrected a sweep,
+-- 0 unknown id.
 
 local m = tonumber(ARGV[6])
 local ttl = tonumber(ARGV[3])
@@ -45,8 +51,34 @@ local function ledger(outcome, entry)
 end
 local done = redis.call("GET", KEYS[3])
 if done then
-  if tonumber(done) == 1 then return {2} end
-  return {tonumber(done)}
+  local code, swept = string.match(done, "^(%d+)\n?(.*)$")
+  code = tonumber(code)
+  if code == 3 and mode == 1 and m > 0 and swept ~= "" then
+    -- The sweeper charged this reservation in full (its debits kept in
+    -- the tombstone); this late settlement corrects that charge to the
+    -- actual amounts, once: the same steps as budget.CorrectSwept.
+    local debits = {}
+    for line in string.gmatch(swept, "[^\n]+") do
+      local k, key, amount = string.match(line, "^(%a)\t(.+)\t(%d+)$")
+      debits[#debits + 1] = {k, key, tonumber(amount)}
+    end
+    if #debits ~= m then return {3} end
+    for i, debit in ipairs(debits) do
+      local k, key, reserved = debit[1], debit[2], debit[3]
+      if (k == "c" or k == "s" or k == "m") and actual[i] ~= reserved then
+        if actual[i] < 0 then return redis.error_reply("tollgate: settle: negative actual " .. i) end
+        local spent = tonumber(redis.call("HGET", key, "spent") or "0")
+        redis.call("HSET", key, "spent", string.format("%.0f", math.max(0, spent + actual[i] - reserved)))
+      elseif k == "g" and redis.call("HEXISTS", key .. ":amt", ARGV[1]) == 1 then
+        redis.call("HSET", key .. ":amt", ARGV[1], string.format("%.0f", actual[i]))
+      end
+    end
+    redis.call("SET", KEYS[3], 5, "KEEPTTL")
+    ledger(5, record)
+    return {5}
+  end
+  if code == 1 or code == 5 then return {2} end
+  return {code}
 end
 local d = redis.call("HGET", KEYS[1], "d")
 if not d then
@@ -139,5 +171,10 @@ else
 end
 redis.call("DEL", KEYS[1])
 redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("SET", KEYS[3], mode, "PX", ttl)
+if mode == 3 then
+  -- Keep what was charged, so a settlement that comes late can correct it.
+  redis.call("SET", KEYS[3], "3\n" .. d, "PX", ttl)
+else
+  redis.call("SET", KEYS[3], mode, "PX", ttl)
+end
 return {1}

@@ -264,9 +264,26 @@ func expiredLease(t *testing.T, s budget.Store, c *Clock) {
 	if got := remaining(t, s, team); got != int64(7*budget.Dollar) {
 		t.Fatalf("expired lease not charged in full: remaining %d", got)
 	}
-	mustSettle(t, s, "a", usd(1*budget.Dollar), budget.Expired) // the late settle changes nothing
-	if got := remaining(t, s, team); got != int64(7*budget.Dollar) {
-		t.Fatalf("late settle changed an expired charge: remaining %d", got)
+	// The settlement comes after all (a slow spool replay): the sweep's
+	// charge becomes the actual amount, once.
+	mustSettle(t, s, "a", usd(1*budget.Dollar), budget.Corrected)
+	if got := remaining(t, s, team); got != int64(9*budget.Dollar) {
+		t.Fatalf("a late settlement did not correct the sweep's charge: remaining %d, want $9", got)
+	}
+	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.AlreadySettled)
+	if got := remaining(t, s, team); got != int64(9*budget.Dollar) {
+		t.Fatalf("a second late settlement changed the charge again: remaining %d", got)
+	}
+	// A sweep with no settlement after it stays charged in full.
+	if _, _, err := reserve(t, s, "b", 30*time.Second, usd(3*budget.Dollar), team); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(31 * time.Second)
+	if n, err := s.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep b: n=%d err=%v", n, err)
+	}
+	if got := remaining(t, s, team); got != int64(6*budget.Dollar) {
+		t.Fatalf("b not charged in full: remaining %d", got)
 	}
 }
 

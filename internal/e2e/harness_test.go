@@ -56,6 +56,7 @@ orgs:
         keys:
           - id: k1
             hash: ${KEY_HASH}
+            limits: [KEY_LIMITS]
             models: [gpt-4o, gpt-4o-mini, test-model, text-embedding-3-small, gpt-3.5-turbo-instruct]
           - id: k2
             hash: ${NARROW_HASH}
@@ -93,10 +94,12 @@ func start(t testing.TB, teamLimits string, simOpts simulated.Options) *harness 
 // instances share it.
 type setup struct {
 	teamLimits string
-	sim        simulated.Options
-	redisAddr  string
-	instances  int
-	spoolDir   string
+	// keyLimits are the k1 key's own limits (YAML flow items).
+	keyLimits string
+	sim       simulated.Options
+	redisAddr string
+	instances int
+	spoolDir  string
 	// redisExtra is more YAML under store.redis (indented four spaces).
 	redisExtra string
 	// upstreamExtra is more YAML for the upstream (indented four spaces).
@@ -135,6 +138,7 @@ func startWith(t testing.TB, su setup) *harness {
 	}))
 	t.Cleanup(up.Close)
 	src := strings.Replace(baseConfig, "TEAM_LIMITS", teamLimits, 1)
+	src = strings.Replace(src, "KEY_LIMITS", su.keyLimits, 1)
 	src = strings.Replace(src, "    api_key: upstream-secret\n", "    api_key: upstream-secret\n"+su.upstreamExtra, 1)
 	src = su.topExtra + src
 	if su.pgDSN != "" {

@@ -47,8 +47,13 @@ func (h *harness) readRedis(key string) (spent, pending int64) {
 }
 
 func send(client *http.Client, url, body string) (int, http.Header, string, error) {
+	return sendAs(client, url, testKey, body)
+}
+
+// sendAs posts a chat body to url with key.
+func sendAs(client *http.Client, url, key, body string) (int, http.Header, string, error) {
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {

@@ -29,7 +29,7 @@ func serveGateway(t *testing.T, extra string) string {
 	}
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
-	src := extra + strings.Replace(baseConfig, "TEAM_LIMITS", monthlyTen, 1)
+	src := extra + strings.Replace(strings.Replace(baseConfig, "TEAM_LIMITS", monthlyTen, 1), "KEY_LIMITS", "", 1)
 	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey)}
 	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {

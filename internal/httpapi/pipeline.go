@@ -342,6 +342,11 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 		}
 	}
 	e.Outcome = outcome.String()
+	if outcome == budget.Corrected {
+		// The ledger has the sweep's entry, charged at the reservation:
+		// this one carries the difference.
+		*e = budget.CorrectionOf(*e)
+	}
 	if f := g.ledger.Load(); f != nil {
 		(*f)(*e)
 	}

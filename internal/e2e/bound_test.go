@@ -47,7 +47,10 @@ orgs:
   - id: acme
     teams:
       - id: ml
-        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1000000", period: month}]
+        # A request of more than 200k tokens is refused (too large for the
+        # bucket): the simulated upstream would take minutes generating one.
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1000000", period: month},
+                 {name: size, kind: rate, unit: tokens, amount: 200000, window: 1ms}]
         keys: [{id: k1, hash: "${KEY_HASH}"}]
 `
 

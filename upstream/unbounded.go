@@ -25,17 +25,13 @@ func (r *Request) refuseUnbounded() error {
 		if present(r.fields["web_search_options"]) {
 			return badRequest("web_search_options", "web_search_options bills per search, which the gateway cannot bound")
 		}
-		var bad error
-		i := 0
-		gjson.GetBytes(r.fields["messages"], "@this").ForEach(func(_, msg gjson.Result) bool {
+		return eachElem(r.fields["messages"], func(i int, msg gjson.Result) error {
 			if a := msg.Get("audio"); a.Exists() && a.Type != gjson.Null {
 				param := fmt.Sprintf("messages[%d].audio", i)
-				bad = badRequest(param, "%s refers to audio the upstream keeps, which the gateway cannot count", param)
+				return badRequest(param, "%s refers to audio the upstream keeps, which the gateway cannot count", param)
 			}
-			i++
-			return bad == nil
+			return nil
 		})
-		return bad
 	case Messages:
 		if present(r.fields["mcp_servers"]) {
 			return badRequest("mcp_servers", "mcp_servers run tools at the provider, whose results the gateway cannot bound")
@@ -43,19 +39,28 @@ func (r *Request) refuseUnbounded() error {
 		if present(r.fields["container"]) {
 			return badRequest("container", "container bills code execution time, which the gateway cannot bound")
 		}
-		var bad error
-		i := 0
-		gjson.GetBytes(r.fields["tools"], "@this").ForEach(func(_, tool gjson.Result) bool {
+		return eachElem(r.fields["tools"], func(i int, tool gjson.Result) error {
 			if t := tool.Get("type").String(); serverTool(t) {
 				param := fmt.Sprintf("tools[%d].type", i)
-				bad = badRequest(param, "%s: %q is a server tool billed by its own rules (searches, fetched pages, execution time); the gateway cannot bound it", param, t)
+				return badRequest(param, "%s: %q is a server tool billed by its own rules (searches, fetched pages, execution time); the gateway cannot bound it", param, t)
 			}
-			i++
-			return bad == nil
+			return nil
 		})
-		return bad
 	}
 	return nil
+}
+
+// eachElem calls fn with each element of a JSON array and its index, until
+// fn returns an error.
+func eachElem(raw json.RawMessage, fn func(i int, v gjson.Result) error) error {
+	var err error
+	i := 0
+	gjson.ParseBytes(raw).ForEach(func(_, v gjson.Result) bool {
+		err = fn(i, v)
+		i++
+		return err == nil
+	})
+	return err
 }
 
 // serverTool reports whether an Anthropic tool type runs at the provider.

@@ -125,15 +125,23 @@ func (g *Gateway) clampable(cl *call, refused *budget.RefusedError) int64 {
 // the estimate in the deciding limit's unit, the cap that would fit, and
 // for a held budget when it is expected back.
 func (g *Gateway) refusalOf(cl *call, refused *budget.RefusedError) refusal {
-	f := refusalFacts{estimate: cl.estimate.Of(refused.Limit.Unit), fit: -1}
-	if refused.Limit.Kind == budget.Concurrency {
-		f.estimate = 1
-	}
+	f := g.facts(refused, cl.estimate)
 	if budget.IsBudgetRefusal(refused) {
 		f.fit, f.capField = cl.fit(refused.Result), cl.req.CapField()
+	}
+	return mapRefused(refused, f)
+}
+
+// facts are what any refused request (an LLM or a paid route) tells about
+// itself: its estimate in the deciding limit's unit; a held budget's
+// Retry-After is refined from how long reservations stay open here.
+func (g *Gateway) facts(refused *budget.RefusedError, est budget.Amounts) refusalFacts {
+	f := refusalFacts{estimate: est.Of(refused.Limit.Unit), fit: -1}
+	if refused.Limit.Kind == budget.Concurrency {
+		f.estimate = 1
 	}
 	if errors.Is(refused, budget.ErrHeld) {
 		refused.Result.RetryAfter = g.holds.retry()
 	}
-	return mapRefused(refused, f)
+	return f
 }

@@ -80,7 +80,7 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
 				g.metrics.Refusals.WithLabelValues(reasonOf(err), refused.Limit.Scope.String(), refused.Limit.Name, pr.Team).Inc()
-				g.writeRefusal(c, mapError(err), limits)
+				g.writeRefusal(c, mapRefused(refused, g.facts(refused, est)), limits)
 				return nil
 			}
 			return err

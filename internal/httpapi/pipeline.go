@@ -124,12 +124,13 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		}
 		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
 		g.metrics.StoreLatency.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
-		if errors.Is(err, budget.ErrStoreUnavailable) {
+		degraded := errors.Is(err, budget.ErrStoreUnavailable)
+		if degraded {
 			g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
 			r, res, err = g.degrade(c, cl, route, err)
 		}
 		var refused *budget.RefusedError
-		if errors.As(err, &refused) {
+		if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
 			requested := cl.prep.OutputCap
 			if k := g.clampable(cl, refused); k > 0 {
 				if pre != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -312,3 +313,53 @@ func TestClampWritesTheCapThatFits(t *testing.T) {
 		t.Fatalf("under the minimum: %d %+v", resp.StatusCode, eb)
 	}
 }
+
+// The holes of the bound, through the gateway: a field in another case is
+// refused naming it (nothing reaches the upstream or a budget); an image
+// for a model of no known family is refused, not free; forty prompts
+// reserve forty prompts' output.
+func TestBoundHolesAreClosed(t *testing.T) {
+	h := start(t, monthlyTen, simulated.Options{})
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ desc, path, body, field string }{
+		{"N", "/v1/chat/completions", `{"model":"test-model","N":128,` + msgs + `}`, "N"},
+		{"Stream", "/v1/chat/completions", `{"model":"test-model","Stream":true,` + msgs + `}`, "Stream"},
+		{"long s", "/v1/chat/completions", `{"model":"test-model","\u017ftream":true,` + msgs + `}`, "ſtream"},
+		{"nested", "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":"hi","CONTENT":"long"}]}`, "messages[0].CONTENT"},
+		{"best_of", "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"x","BEST_OF":20}`, "BEST_OF"},
+		{"image without a bound", "/v1/chat/completions", `{"model":"test-model","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}]}`, "messages[0].content[0]"},
+		{"priority tier", "/v1/chat/completions", `{"model":"test-model","service_tier":"priority",` + msgs + `}`, "service_tier"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			resp, eb := h.post(tc.path, testKey, tc.body, nil)
+			if resp.StatusCode != 400 || eb.Error.Code != "invalid_request" || eb.Error.Param == nil || *eb.Error.Param != tc.field || !strings.Contains(eb.Error.Message, tc.field) {
+				t.Fatalf("%d %+v, want 400 naming %s", resp.StatusCode, eb.Error, tc.field)
+			}
+		})
+	}
+	if h.upCalls.Load() != 0 {
+		t.Fatalf("%d refused bodies reached the upstream", h.upCalls.Load())
+	}
+	if spent, pending := h.spent(teamMonth); spent != 0 || pending != 0 {
+		t.Fatalf("refused bodies left spent %d pending %d", spent, pending)
+	}
+	// Forty prompts with max_tokens 100: the reservation covers 4,000
+	// output tokens (8,000 µ$ at $2/1M), and the upstream bills within it.
+	var mu sync.Mutex
+	var entries []Entry
+	h.app.Gateway().OnSettle(func(e Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+	prompts := `"x"` + strings.Repeat(`,"x"`, 39)
+	if resp, eb := h.post("/v1/completions", testKey, `{"model":"gpt-3.5-turbo-instruct","max_tokens":100,"prompt":[`+prompts+`]}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("forty prompts: %d %+v", resp.StatusCode, eb)
+	}
+	h.spent(teamMonth)
+	mu.Lock()
+	defer mu.Unlock()
+	u := h.sim.Stats().Usage["gpt-3.5-turbo-instruct"]
+	if len(entries) != 1 || entries[0].ReservedTokens < 40*100 || u.BilledCompletionTokens > 40*100 || u.BilledCompletionTokens <= 100 {
+		t.Fatalf("entries %+v, billed %d output tokens: want a reservation of 40 × 100", entries, u.BilledCompletionTokens)
+	}
+}
+
+// Entry is a ledger entry.
+type Entry = httpapi.Entry

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -42,21 +43,27 @@ func (s *shape) check(v gjson.Result, path string) error {
 	case v.IsObject():
 		v.ForEach(func(key, val gjson.Result) bool {
 			k := key.String()
-			param := k
-			if path != "" {
-				param = path + "." + k
-			}
 			if name, ok := s.name(k); !ok {
 				if name != "" {
+					param := join(path, k)
 					err = badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, k, name)
 				}
 				return err == nil
 			}
-			err = s.fields[k].check(val, param)
+			if child := s.fields[k]; child != nil && (val.IsObject() || val.IsArray()) {
+				err = child.check(val, join(path, k))
+			}
 			return err == nil
 		})
 	}
 	return err
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // name reports whether k is a name s reads (ok), or else the name k folds
@@ -145,5 +152,15 @@ func checkNames(e Endpoint, body []byte) error {
 	if !ok {
 		return fmt.Errorf("upstream: no shape for endpoint %v", e)
 	}
-	return s.check(gjson.ParseBytes(body), "")
+	return s.check(view(body), "")
+}
+
+// view parses b in place: gjson.ParseBytes would copy the whole body
+// first. Its results point into b, so they are read while b is, and b is
+// not changed meanwhile.
+func view(b []byte) gjson.Result {
+	if len(b) == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Parse(unsafe.String(&b[0], len(b)))
 }

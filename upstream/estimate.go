@@ -18,6 +18,8 @@ type chatMessage struct {
 	FunctionCall json.RawMessage   `json:"function_call"`
 	ToolCallID   string            `json:"tool_call_id"`
 	Refusal      string            `json:"refusal"`
+	// Audio refers to audio the upstream keeps from an earlier answer.
+	Audio json.RawMessage `json:"audio"`
 }
 
 type contentPart struct {
@@ -66,7 +68,10 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	for i, msg := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
 		if msg.Role == "" {
-			return 0, badRequest(param+".role", "is required")
+			return 0, badRequest(param+".role", "%s.role is required", param)
+		}
+		if len(msg.Audio) > 0 && !isNull(msg.Audio) {
+			return 0, badRequest(param+".audio", "%s.audio refers to audio the upstream keeps, which the gateway cannot count", param)
 		}
 		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name}
 		if err := addContent(&cm, m, msg.Content, param+".content"); err != nil {

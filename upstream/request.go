@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
@@ -70,8 +71,18 @@ func (e *RequestError) Error() string {
 	return fmt.Sprintf("upstream: bad request: %s: %s", e.Param, e.Message)
 }
 
+// badRequest is a RequestError whose message names its field, whatever the
+// caller wrote: "max_tokens must be an integer", not "must be an integer".
 func badRequest(param, format string, args ...any) error {
-	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case param == "" || strings.Contains(msg, param):
+	case strings.HasPrefix(msg, "is ") || strings.HasPrefix(msg, "must "):
+		msg = param + " " + msg
+	default:
+		msg = param + ": " + msg
+	}
+	return &RequestError{Param: param, Message: msg}
 }
 
 // Model is what estimating a request needs to know about its model.

@@ -25,13 +25,7 @@ func (r *Request) refuseUnbounded() error {
 		if present(r.fields["web_search_options"]) {
 			return badRequest("web_search_options", "web_search_options bills per search, which the gateway cannot bound")
 		}
-		return eachElem(r.fields["messages"], func(i int, msg gjson.Result) error {
-			if a := msg.Get("audio"); a.Exists() && a.Type != gjson.Null {
-				param := fmt.Sprintf("messages[%d].audio", i)
-				return badRequest(param, "%s refers to audio the upstream keeps, which the gateway cannot count", param)
-			}
-			return nil
-		})
+		// messages[].audio is refused where the messages are read (chatInput).
 	case Messages:
 		if present(r.fields["mcp_servers"]) {
 			return badRequest("mcp_servers", "mcp_servers run tools at the provider, whose results the gateway cannot bound")
@@ -55,7 +49,7 @@ func (r *Request) refuseUnbounded() error {
 func eachElem(raw json.RawMessage, fn func(i int, v gjson.Result) error) error {
 	var err error
 	i := 0
-	gjson.ParseBytes(raw).ForEach(func(_, v gjson.Result) bool {
+	view(raw).ForEach(func(_, v gjson.Result) bool {
 		err = fn(i, v)
 		i++
 		return err == nil

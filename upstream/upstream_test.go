@@ -195,6 +195,9 @@ func TestRequestErrors(t *testing.T) {
 			if re.Param != tc.param {
 				t.Fatalf("param = %q, want %q", re.Param, tc.param)
 			}
+			if !strings.Contains(re.Message, re.Param) {
+				t.Fatalf("message %q does not name its field %q", re.Message, re.Param)
+			}
 		})
 	}
 }

@@ -211,6 +211,13 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 		t.Fatalf("exhausted: %d %+v after %d calls", e.StatusCode, info, rec3.calls())
 	}
 	checkRetryAfterPeriodEnd(t, rec3.seen[0].Header)
+	// Each case has its own reason in the metrics.
+	fams := h.scrape()
+	for _, reason := range []string{"budget_too_small_for_request", "budget_held", "budget_exhausted"} {
+		if v := value(t, fams, "tollgate_refusals_total", map[string]string{"reason": reason, "limit": "usd-month"}); v < 1 {
+			t.Errorf("tollgate_refusals_total{reason=%q} = %v", reason, v)
+		}
+	}
 }
 
 // freeze sets the ml team's month budget to amount µ$ at run time.

@@ -30,6 +30,10 @@ func reasonOf(err error) string {
 		return upErr.code
 	case errors.Is(err, budget.ErrExhausted):
 		return "budget_exhausted"
+	case errors.Is(err, budget.ErrOverBudget):
+		return "budget_too_small_for_request"
+	case errors.Is(err, budget.ErrHeld):
+		return "budget_held"
 	case errors.Is(err, budget.ErrRateLimited):
 		return "rate_limited"
 	case errors.Is(err, budget.ErrConcurrency):

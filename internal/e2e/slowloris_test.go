@@ -124,9 +124,9 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			t.Fatalf("%s: %v", r.kind, r.err)
 		case r.kind == "body" && !strings.Contains(r.status, " 408 "):
 			t.Fatalf("a trickling body got %q after %v, want 408", r.status, r.took)
-		case r.kind == "body" && r.took > 3*time.Second+2*time.Second:
+		case r.kind == "body" && r.took > 3*time.Second+5*time.Second: // slack for a loaded CI machine
 			t.Fatalf("a trickling body held its connection %v, past body_timeout", r.took)
-		case r.kind == "header" && r.took > time.Second+2*time.Second:
+		case r.kind == "header" && r.took > time.Second+5*time.Second:
 			t.Fatalf("trickling headers held the connection %v, past read_header_timeout", r.took)
 		}
 	}

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -62,15 +60,7 @@ func newBoundRig(t testing.TB) *boundRig {
 	}
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
-	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey)}
-	cfg, err := config.Parse([]byte(boundConfig), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := buildApp(t, boundConfig, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey)})
 	t.Cleanup(func() { a.Close() })
 	r := &boundRig{handler: a.Handler(), sim: sim}
 	a.Gateway().OnSettle(func(e httpapi.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })

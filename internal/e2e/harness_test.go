@@ -229,3 +229,18 @@ func isBudgetRefusal(s string) bool {
 	}
 	return false
 }
+
+// buildApp parses src with vars as its environment and builds the app;
+// the caller closes it.
+func buildApp(t testing.TB, src string, vars map[string]string) *app.App {
+	t.Helper()
+	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -30,15 +28,7 @@ func serveGateway(t *testing.T, extra string) string {
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
 	src := extra + strings.Replace(strings.Replace(baseConfig, "TEAM_LIMITS", monthlyTen, 1), "KEY_LIMITS", "", 1)
-	vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey)}
-	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := buildApp(t, src, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -91,16 +91,11 @@ func report(args []string, stdout io.Writer) error {
 		_, err := stdout.Write(data)
 		return err
 	}
+	// The rows are the admin API's own type: a struct of look-alike fields
+	// here once read "input_tokens" into nothing and printed 0 tokens.
 	var rep struct {
-		By   []string
-		Rows []struct {
-			Group                               map[string]string
-			Requests, InputTokens, OutputTokens int64
-			USD                                 string
-			CachedInputTokens                   int64 `json:"cached_input_tokens"`
-			InputTokensJSON                     int64 `json:"input_tokens"`
-			OutputTokensJSON                    int64 `json:"output_tokens"`
-		}
+		By   []string    `json:"by"`
+		Rows []admin.Row `json:"rows"`
 	}
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return err

@@ -67,6 +67,11 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	if !strings.Contains(out.String(), "TEAM") || !strings.Contains(out.String(), "ml") || !strings.Contains(out.String(), " m ") {
 		t.Fatalf("table:\n%s", out.String())
 	}
+	// The token columns carry the ledger's figures, not zeros.
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if f := strings.Fields(lines[len(lines)-1]); len(f) < 6 || f[3] == "0" || f[4] == "0" {
+		t.Fatalf("table rows report no tokens:\n%s", out.String())
+	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
 		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "10000000 → 20000000") {

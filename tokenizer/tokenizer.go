@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
@@ -71,9 +73,66 @@ func (c *Counter) Count(s string) int64 {
 	if n, ok := c.cache.get(h); ok {
 		return n
 	}
-	n := int64(len(c.enc.EncodeOrdinary(s)))
+	var n int64
+	if longRun(s) {
+		// BPE is quadratic in the length of one pre-token: 40,000 letters
+		// in a row take seconds, a body of them hours. A token is at least
+		// one byte, so the byte length bounds the count from above; only
+		// text with such a run (an attack, or a blob no prose has) pays
+		// for it with an over-estimate.
+		n = int64(len(s))
+	} else {
+		n = int64(len(c.enc.EncodeOrdinary(s)))
+	}
 	c.cache.put(h, n)
 	return n
+}
+
+// maxRun is the longest run of one character class (letters, spaces, or
+// symbols: what the pre-tokenizer keeps in one piece) counted with BPE.
+// Pieces up to this long cost BPE about what ordinary prose does per byte.
+const maxRun = 256
+
+// longRun reports whether s has a run of more than maxRun bytes of letters
+// (and marks), of white space, or of symbols (neither letters, digits nor
+// space). Digits are split every three by every encoding's pre-tokenizer.
+func longRun(s string) bool {
+	if len(s) <= maxRun {
+		return false
+	}
+	class, start := byte(0), 0
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		var k byte
+		switch {
+		case r < utf8.RuneSelf && ('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'):
+			k = 'L'
+		case r < utf8.RuneSelf && '0' <= r && r <= '9':
+			k = 'N'
+		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+			k = 'S'
+		case r < utf8.RuneSelf:
+			k = 'P'
+		case unicode.IsLetter(r) || unicode.IsMark(r):
+			k = 'L'
+		case unicode.IsNumber(r):
+			k = 'N'
+		case unicode.IsSpace(r):
+			k = 'S'
+		default:
+			k = 'P'
+		}
+		if k != class {
+			class, start = k, i
+		} else if k != 'N' && i+size-start > maxRun {
+			return true
+		}
+		i += size
+	}
+	return false
 }
 
 // Encode returns the tokens of s (for tests and the simulated upstream).

@@ -134,3 +134,35 @@ func ExampleCounter_Chat() {
 	fmt.Println(n)
 	// Output: 18
 }
+
+// A text with a very long run of one class is bounded by its byte length
+// instead of BPE, which is quadratic in a piece's length: the bound stays
+// an upper bound, and ordinary text stays exact.
+func TestLongRunsAreBoundedByBytes(t *testing.T) {
+	c := load(t, "o200k_base")
+	for _, s := range []string{
+		strings.Repeat("a", 300),
+		"prefix " + strings.Repeat("é", 200) + " suffix",
+		strings.Repeat("=", 400),
+		strings.Repeat(" ", 300) + "x",
+	} {
+		if got, exact := c.Count(s), int64(len(c.Encode(s))); got != int64(len(s)) || got < exact {
+			t.Errorf("Count(%.20q…) = %d, want the byte length %d (exact %d)", s, got, len(s), exact)
+		}
+	}
+	// Long text of ordinary runs is counted exactly: prose, base64 (its
+	// digits and symbols split the letters), digits.
+	for _, s := range []string{
+		strings.Repeat("The quick brown fox jumps over the lazy dog. ", 50),
+		strings.Repeat("aGVsbG8gd29ybGQ9PQ+/", 40),
+		strings.Repeat("1234567890", 100),
+	} {
+		if got, exact := c.Count(s), int64(len(c.Encode(s))); got != exact {
+			t.Errorf("Count(%.20q…) = %d, want exactly %d", s, got, exact)
+		}
+	}
+	// The attack that made this necessary: a megabyte of one letter.
+	if got := c.Count(strings.Repeat("a", 1<<20)); got != 1<<20 {
+		t.Errorf("a megabyte of letters counts %d", got)
+	}
+}

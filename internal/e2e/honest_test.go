@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,7 +177,11 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 		_, err := hc.Chat.Completions.New(ctx, ask("HOLD", 600))
 		held <- err
 	}()
-	<-hd.arrived
+	select {
+	case <-hd.arrived:
+	case err := <-held:
+		t.Fatalf("the request meant to hold the budget did not reach the upstream: %v", err)
+	}
 	rec2 := &recorder{onRefusal: hd.free}
 	c2 := openai.NewClient(option.WithBaseURL(h.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(2),
 		option.WithHTTPClient(&http.Client{Transport: rec2}))
@@ -257,14 +262,20 @@ func TestHonestRefusalsThroughAnthropicSDK(t *testing.T) {
 		t.Fatalf("the cap the refusal named does not fit: %v", err)
 	}
 
-	// Held.
+	// Held. (The client has its answer before the gateway settles: wait
+	// for the last request's settlement, or its reservation holds too.)
+	spentNow(t, a)
 	held := make(chan error, 1)
 	go func() {
 		ac := anthropicClient(url, 0)
 		_, err := ac.Messages.New(ctx, ask("HOLD", 1100))
 		held <- err
 	}()
-	<-hd.arrived
+	select {
+	case <-hd.arrived:
+	case err := <-held:
+		t.Fatalf("the request meant to hold the budget did not reach the upstream: %v", err)
+	}
 	rec2 := &recorder{onRefusal: hd.free}
 	c2 := anthropic.NewClient(aoption.WithBaseURL(url+"/"), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(2),
 		aoption.WithHTTPClient(&http.Client{Transport: rec2}))
@@ -370,3 +381,32 @@ func TestBoundHolesAreClosed(t *testing.T) {
 
 // Entry is a ledger entry.
 type Entry = httpapi.Entry
+
+// A threshold fires at the settlement whose spend crossed it, not only at a
+// later request: one request that spends 60 % of a budget sends the 50 %
+// alert by itself.
+func TestAlertFiresAtTheSettlementThatCrossed(t *testing.T) {
+	got := make(chan Alert, 8)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a Alert
+		_ = json.NewDecoder(r.Body).Decode(&a)
+		got <- a
+	}))
+	defer hook.Close()
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 1000, period: month}`,
+		sim:        simulated.Options{ReplyTokens: func(uint64) int64 { return 300 }}, // 600 µ$ of output
+		topExtra:   "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
+	})
+	if resp, eb := h.post("/v1/chat/completions", testKey, `{"model":"test-model","max_tokens":400,"messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("%d %+v", resp.StatusCode, eb)
+	}
+	select {
+	case a := <-got:
+		if a.Threshold != 50 || a.Basis != "settled" || a.Scope != "team" || a.Used < 600 {
+			t.Fatalf("alert %+v, want 50 %% of settled spend", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no alert after the settlement that crossed 50 %")
+	}
+}

@@ -44,7 +44,11 @@ func TestLateSettlementCorrectsASweepThroughRedis(t *testing.T) {
 		}
 		done <- status
 	}()
-	<-hd.arrived
+	select {
+	case <-hd.arrived:
+	case status := <-done:
+		t.Fatalf("the slow request did not reach the upstream: %d", status)
+	}
 	// The other instance's sweeper finds the lease run out.
 	swept := 0
 	for deadline := time.Now().Add(10 * time.Second); swept == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

@@ -51,14 +51,32 @@ type Alert struct {
 // check looks at the budgets a reservation touched and fires the
 // thresholds their spend has passed. The store's answer tells each
 // budget's settled spend as of this reservation (capacity - remaining -
-// held), so a threshold fires at the first request after the spend that
-// crossed it settled.
+// held): spend that other requests settled (or another instance) shows here.
 func (a *alerter) check(ctx context.Context, cl *call, res budget.Result) {
 	if a == nil || len(res.Status) != len(cl.limits) {
 		return
 	}
 	for i := range cl.limits {
 		a.crossed(ctx, cl, cl.limits[i], res.Status[i], false)
+	}
+}
+
+// settled fires the thresholds a settlement's own spend crossed, at once:
+// each budget's settled spend is at least what it was at the reservation
+// plus this request's actual amount (others may have settled meanwhile, and
+// the next reservation sees them). With include_pending the reservation's
+// check is the one that counts.
+func (a *alerter) settled(ctx context.Context, cl *call, actual budget.Amounts) {
+	if a == nil || a.pending || len(cl.reserved.Status) != len(cl.limits) {
+		return
+	}
+	for i, l := range cl.limits {
+		s := cl.reserved.Status[i]
+		if l.Kind != budget.Ceiling || s.Capacity <= 0 {
+			continue
+		}
+		spent := s.Capacity - s.Remaining - s.Held + actual.Of(l.Unit)
+		a.crossed(ctx, cl, l, budget.Status{Capacity: s.Capacity, Remaining: max(0, s.Capacity-spent)}, false)
 	}
 }
 

@@ -57,6 +57,9 @@ type call struct {
 	// request's ledger entry, so the entry falls in the period its spend
 	// was charged to even when the answer ends in the next one.
 	reservedAt time.Time
+	// reserved is the store's answer to the reservation: each budget's
+	// settled spend and pending then, for the alerts at settlement.
+	reserved budget.Result
 }
 
 // entry is the ledger entry of cl as far as it is known before the
@@ -172,6 +175,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 				"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
 		}
 		g.observeBudgets(cl, res)
+		cl.reserved = res
 		g.alerts.check(c.Request().Context(), cl, res)
 		writeLimitHeaders(c.Response().Header(), cl.limits, res)
 		usage, served, err := g.forward(c, cl)
@@ -332,6 +336,9 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	}
 	if served {
 		g.observeUsage(cl, u, actual)
+	}
+	if outcome == budget.Settled || outcome == budget.Corrected {
+		g.alerts.settled(ctx, cl, actual)
 	}
 	if cl.degraded != "" && served {
 		// Spend made while the store was away is charged to it when it

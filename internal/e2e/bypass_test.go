@@ -64,6 +64,15 @@ func TestSignedBypass(t *testing.T) {
 	if spent, _ := h.spent(teamMonth); spent != h.reportedCost("test-model") {
 		t.Fatalf("bypassed requests must still be charged: spent %d, reported %d", spent, h.reportedCost("test-model"))
 	}
+	// The ledger hears of a settlement after the client has its answer.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(entries)
+		mu.Unlock()
+		if n >= 6 {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	byWho := map[string]int{}

@@ -363,19 +363,16 @@ func TestBoundHolesAreClosed(t *testing.T) {
 	}
 	// Forty prompts with max_tokens 100: the reservation covers 4,000
 	// output tokens (8,000 µ$ at $2/1M), and the upstream bills within it.
-	var mu sync.Mutex
-	var entries []Entry
-	h.app.Gateway().OnSettle(func(e Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+	entries := make(chan Entry, 1)
+	h.app.Gateway().OnSettle(func(e Entry) { entries <- e })
 	prompts := `"x"` + strings.Repeat(`,"x"`, 39)
 	if resp, eb := h.post("/v1/completions", testKey, `{"model":"gpt-3.5-turbo-instruct","max_tokens":100,"prompt":[`+prompts+`]}`, nil); resp.StatusCode != 200 {
 		t.Fatalf("forty prompts: %d %+v", resp.StatusCode, eb)
 	}
-	h.spent(teamMonth)
-	mu.Lock()
-	defer mu.Unlock()
+	e := <-entries // the ledger hears of the settlement after the client has its answer
 	u := h.sim.Stats().Usage["gpt-3.5-turbo-instruct"]
-	if len(entries) != 1 || entries[0].ReservedTokens < 40*100 || u.BilledCompletionTokens > 40*100 || u.BilledCompletionTokens <= 100 {
-		t.Fatalf("entries %+v, billed %d output tokens: want a reservation of 40 × 100", entries, u.BilledCompletionTokens)
+	if e.ReservedTokens < 40*100 || u.BilledCompletionTokens > 40*100 || u.BilledCompletionTokens <= 100 {
+		t.Fatalf("entry %+v, billed %d output tokens: want a reservation of 40 × 100", e, u.BilledCompletionTokens)
 	}
 }
 

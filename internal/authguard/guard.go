@@ -20,7 +20,7 @@ import (
 // Fresh is how long an instance trusts what it last read of an address's
 // count: a lockout reached through other instances takes effect here within
 // Fresh at most (at once on this instance's next failure from it).
-const Fresh = 250 * time.Millisecond
+const Fresh = 500 * time.Millisecond
 
 // maxTracked bounds the addresses remembered; past it, stale ones go.
 const maxTracked = 100_000

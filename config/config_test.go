@@ -95,3 +95,27 @@ func TestEnvValuesCannotChangeStructure(t *testing.T) {
 		t.Fatalf("the variable's value leaked into the structure: %+v", c)
 	}
 }
+
+func TestParseUSD(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"$1200", 1_200_000_000}, {"$1,200.50", 1_200_500_000}, {"1200.50 USD", 1_200_500_000},
+		{"1200.50", 1_200_500_000}, {"1200 usd", 1_200_000_000}, {"0.000001", 1},
+		{"1200000000 µ$", 1_200_000_000}, {"5 micros", 5}, {" $3.25 ", 3_250_000},
+	} {
+		if got, err := config.ParseUSD(tc.in); err != nil || got != tc.want {
+			t.Errorf("ParseUSD(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"1200", "200", "-5", "$-1", "1.2345678", "abc", "", "$"} {
+		if got, err := config.ParseUSD(bad); err == nil {
+			t.Errorf("ParseUSD(%q) = %d, want an error", bad, got)
+		}
+	}
+	if _, err := config.ParseUSD("200"); err == nil || !strings.Contains(err.Error(), `"$200"`) || !strings.Contains(err.Error(), "µ$") {
+		t.Errorf("the bare integer's error does not say how to fix it: %v", err)
+	}
+}

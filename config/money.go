@@ -58,3 +58,38 @@ func parseDollars(s string) (int64, error) {
 	}
 	return w*1_000_000 + f, nil
 }
+
+// ParseUSD reads an amount of money as a person writes it — "$1,200.50",
+// "1200.50 USD", "1200.50", "$1200" — or micro-dollars spelled as such
+// ("1200000000 µ$", "1200000000 micros"), exactly, into micro-dollars. A
+// bare integer is refused: a person means dollars by it, the config means
+// micro-dollars, and a shell that ate "$1" of "$1200" leaves "200".
+func ParseUSD(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	lower := strings.ToLower(t)
+	for _, unit := range []string{"µ$", "micros", "usd_micros", "micro-dollars", "microdollars"} {
+		if num, ok := strings.CutSuffix(lower, unit); ok {
+			v, err := strconv.ParseInt(strings.NewReplacer(",", "", "_", "", " ", "").Replace(num), 10, 64)
+			if err != nil || v < 0 {
+				return 0, fmt.Errorf("%q: want a whole number of micro-dollars", s)
+			}
+			return v, nil
+		}
+	}
+	dollars := false
+	if rest, ok := strings.CutPrefix(t, "$"); ok {
+		t, dollars = rest, true
+	}
+	if num, ok := strings.CutSuffix(strings.ToLower(t), "usd"); ok {
+		t, dollars = strings.TrimSpace(num), true
+	}
+	t = strings.NewReplacer(",", "", "_", "").Replace(t)
+	if !dollars && !strings.Contains(t, ".") {
+		return 0, fmt.Errorf("%q is ambiguous: write \"$%s\" (or %s USD) for dollars, or \"%s µ$\" for micro-dollars", s, t, t, t)
+	}
+	v, err := parseDollars(t)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	return v, nil
+}

@@ -223,7 +223,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org, team, key, name := budgetFlags(fs)
-	amount := fs.String("amount", "", `new amount: µ$ or "$1200", or "reset"`)
+	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
 	if err := fs.Parse(args); err != nil {

@@ -3,10 +3,11 @@ package admin
 import (
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
@@ -52,14 +53,22 @@ func (a *API) setCeiling(c echo.Context) error {
 		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
 	}
 	amount := int64(-1)
-	if req.Amount != "reset" {
-		var m config.Money
-		var node yaml.Node
-		node.Kind, node.Value = yaml.ScalarNode, req.Amount
-		if err := m.UnmarshalYAML(&node); err != nil || m.Value < 0 || (l.Unit != budget.Microdollars && m.Dollars) {
-			return fail(c, http.StatusBadRequest, "bad_amount", `amount is an integer, a dollar string such as "$1200" for usd budgets, or "reset".`)
+	switch {
+	case req.Amount == "reset":
+	case l.Unit == budget.Microdollars:
+		// Dollars as people write them; a bare integer is refused, since
+		// "1200" meant $1,200 to whoever typed it and 1,200 µ$ here.
+		v, err := config.ParseUSD(req.Amount)
+		if err != nil {
+			return fail(c, http.StatusBadRequest, "bad_amount", "amount: "+err.Error()+`; or "reset".`)
 		}
-		amount = m.Value
+		amount = v
+	default:
+		v, err := strconv.ParseInt(strings.ReplaceAll(req.Amount, "_", ""), 10, 64)
+		if err != nil || v < 0 {
+			return fail(c, http.StatusBadRequest, "bad_amount", "amount: a "+l.Unit.String()+` budget takes a whole number, or "reset".`)
+		}
+		amount = v
 	}
 	until, ok := req.expiry(time.Now())
 	until = until.Truncate(time.Microsecond) // what the stores keep, so every view shows the same instant

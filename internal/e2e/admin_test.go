@@ -248,7 +248,14 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	}
 	// A key's own budget: frozen, k1 is refused while its team has room;
 	// its ceilings read under its team; back to the configured amount.
-	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1"}`); status != 200 ||
+	// A bare number for a usd budget is refused, with the fix: "1" meant
+	// a dollar to whoever typed it (or was "$21" with the shell's "$2"
+	// eaten), 1 µ$ here.
+	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1"}`); status != 400 ||
+		!strings.Contains(body, `\"$1\"`) || !strings.Contains(body, "µ$") {
+		t.Fatalf("a bare number for a usd budget: %d %s", status, body)
+	}
+	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1 µ$"}`); status != 200 ||
 		!strings.Contains(body, `"budget":"key:acme/k1:key-usd-day","new":1,"old":2000000`) {
 		t.Fatalf("freezing a key's budget: %d %s", status, body)
 	}

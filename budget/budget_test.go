@@ -135,3 +135,14 @@ func Example() {
 	// settled $3.800000
 	// true
 }
+
+func TestMoneyDollars(t *testing.T) {
+	for m, want := range map[budget.Money]string{
+		0: "$0.00", 1_200_500_000: "$1,200.50", 1_200: "$0.0012", 10 * budget.Dollar: "$10.00",
+		1_234_567_891_234: "$1,234,567.891234", -2_500_000: "-$2.50", 999_999: "$0.999999",
+	} {
+		if got := m.Dollars(); got != want {
+			t.Errorf("Money(%d).Dollars() = %q, want %q", int64(m), got, want)
+		}
+	}
+}

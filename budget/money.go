@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
+	"strings"
 )
 
 // Money is an amount in micro-dollars (1e-6 USD). Money never holds a float:
@@ -26,6 +28,26 @@ func (m Money) String() string {
 		u = uint64(-m)
 	}
 	return fmt.Sprintf("%s$%d.%06d", sign, u/1_000_000, u%1_000_000)
+}
+
+// Dollars formats m for people: thousands separated, cents always, and
+// the sub-cent digits only where there are some ("$1,200.50", "$0.0012").
+func (m Money) Dollars() string {
+	sign := ""
+	u := uint64(m)
+	if m < 0 {
+		sign = "-"
+		u = uint64(-m)
+	}
+	whole := strconv.FormatUint(u/1_000_000, 10)
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	frac := strings.TrimRight(fmt.Sprintf("%06d", u%1_000_000), "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return sign + "$" + whole + "." + frac
 }
 
 // mulDivCeil returns ceil(a*b/d) for non-negative a, b and positive d, computed

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 )
 
@@ -184,14 +185,14 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "BUDGET\tUNIT\tPERIOD\tCONFIGURED\tIN FORCE\tREMAINING\tRESETS\t")
 	for _, b := range out.Budgets {
-		inForce := strconv.FormatInt(b.InForce, 10)
+		inForce := human(b.Unit, b.InForce)
 		if b.Overridden {
 			inForce += "*"
 		}
 		if b.OverrideUntil != nil {
 			inForce += " until " + b.OverrideUntil.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", b.Name, b.Unit, b.Period, b.Configured, inForce, b.Remaining, b.ResetsAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", b.Name, b.Unit, b.Period, human(b.Unit, b.Configured), inForce, human(b.Unit, b.Remaining), b.ResetsAt.Format(time.RFC3339))
 	}
 	return w.Flush()
 }
@@ -206,6 +207,7 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 	}
 	var out struct {
 		Budget      string `json:"budget"`
+		Unit        string `json:"unit"`
 		Period      string `json:"period"`
 		SpentBefore int64  `json:"spent_before"`
 		Remaining   int64  `json:"remaining"`
@@ -214,7 +216,7 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 		map[string]string{"org": *org, "team": *team, "key": *key, "name": *name}, &out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s: spent %d → 0 (remaining %d)\n", out.Budget, out.Period, out.SpentBefore, out.Remaining)
+	fmt.Fprintf(stdout, "%s %s: spent %s → %s (remaining %s)\n", out.Budget, out.Period, human(out.Unit, out.SpentBefore), human(out.Unit, 0), human(out.Unit, out.Remaining))
 	return nil
 }
 
@@ -231,6 +233,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	}
 	var out struct {
 		Budget    string     `json:"budget"`
+		Unit      string     `json:"unit"`
 		Old       int64      `json:"old"`
 		New       int64      `json:"new"`
 		Remaining int64      `json:"remaining"`
@@ -244,8 +247,17 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	if out.Until != nil {
 		lapses = ", until " + out.Until.Format(time.RFC3339)
 	}
-	fmt.Fprintf(stdout, "%s: %d → %d (remaining %d%s)\n", out.Budget, out.Old, out.New, out.Remaining, lapses)
+	fmt.Fprintf(stdout, "%s: %s → %s (remaining %s%s)\n", out.Budget, human(out.Unit, out.Old), human(out.Unit, out.New), human(out.Unit, out.Remaining), lapses)
 	return nil
+}
+
+// human is an amount of unit as a person reads it: dollars and cents for a
+// usd budget, the plain number otherwise.
+func human(unit string, v int64) string {
+	if unit == budget.Microdollars.String() {
+		return budget.Money(v).Dollars()
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // keysCreate makes a key through the admin API and prints it, once.

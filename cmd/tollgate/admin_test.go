@@ -74,18 +74,18 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
-		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "10000000 → 20000000") {
+		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "$10.00 → $20.00") {
 		t.Fatalf("ceiling set: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
 		"--name", "usd-month", "--amount", "$30", "--for", "72h"}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "20000000 → 30000000") || !strings.Contains(out.String(), ", until ") {
+		!strings.Contains(out.String(), "$20.00 → $30.00") || !strings.Contains(out.String(), ", until ") {
 		t.Fatalf("ceiling set --for: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "show", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "30000000* until ") {
+		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "$30.00* until ") {
 		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()

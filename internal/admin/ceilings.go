@@ -96,7 +96,7 @@ func (a *API) setCeiling(c echo.Context) error {
 		a.log.Error("writing the audit trail", "err", err)
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "old": old[0].Capacity, "new": now[0].Capacity,
+	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "unit": l.Unit.String(), "old": old[0].Capacity, "new": now[0].Capacity,
 		"remaining": now[0].Remaining, "until": change.Until})
 }
 
@@ -132,7 +132,7 @@ func (a *API) resetPeriod(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "period": period, "spent_before": was, "remaining": st[0].Remaining})
+	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "unit": l.Unit.String(), "period": period, "spent_before": was, "remaining": st[0].Remaining})
 }
 
 // findBudget locates a configured budget limit of an org, a team or a key.

@@ -21,24 +21,22 @@ var ErrOverflow = errors.New("budget: amount overflows int64")
 
 // String formats m as dollars with all six decimals, e.g. "$1.250000".
 func (m Money) String() string {
-	sign := ""
-	u := uint64(m)
-	if m < 0 {
-		sign = "-"
-		u = uint64(-m)
-	}
+	sign, u := m.abs()
 	return fmt.Sprintf("%s$%d.%06d", sign, u/1_000_000, u%1_000_000)
+}
+
+// abs splits m into its sign ("-" or "") and its magnitude.
+func (m Money) abs() (string, uint64) {
+	if m < 0 {
+		return "-", uint64(-m)
+	}
+	return "", uint64(m)
 }
 
 // Dollars formats m for people: thousands separated, cents always, and
 // the sub-cent digits only where there are some ("$1,200.50", "$0.0012").
 func (m Money) Dollars() string {
-	sign := ""
-	u := uint64(m)
-	if m < 0 {
-		sign = "-"
-		u = uint64(-m)
-	}
+	sign, u := m.abs()
 	whole := strconv.FormatUint(u/1_000_000, 10)
 	for i := len(whole) - 3; i > 0; i -= 3 {
 		whole = whole[:i] + "," + whole[i:]

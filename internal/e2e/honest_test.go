@@ -114,6 +114,21 @@ func newHolder(t *testing.T) *holder {
 
 func (hd *holder) free() { hd.once.Do(func() { close(hd.release) }) }
 
+// hold runs send (a request whose body says HOLD) in the background and
+// returns once it is held at the upstream; the channel gets its result
+// when it is let go. A request refused before it got there fails the test.
+func (hd *holder) hold(t *testing.T, send func() error) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- send() }()
+	select {
+	case <-hd.arrived:
+	case err := <-done:
+		t.Fatalf("the request meant to hold the budget did not reach the upstream: %v", err)
+	}
+	return done
+}
+
 func (hd *holder) before(r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -171,17 +186,11 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 
 	// 2. Held: a request in flight holds 1200 µ$; a second one fits in what
 	// is unspent but not in what is unheld.
-	held := make(chan error, 1)
-	go func() {
+	held := hd.hold(t, func() error {
 		hc := h.client()
 		_, err := hc.Chat.Completions.New(ctx, ask("HOLD", 600))
-		held <- err
-	}()
-	select {
-	case <-hd.arrived:
-	case err := <-held:
-		t.Fatalf("the request meant to hold the budget did not reach the upstream: %v", err)
-	}
+		return err
+	})
 	rec2 := &recorder{onRefusal: hd.free}
 	c2 := openai.NewClient(option.WithBaseURL(h.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(2),
 		option.WithHTTPClient(&http.Client{Transport: rec2}))
@@ -265,17 +274,11 @@ func TestHonestRefusalsThroughAnthropicSDK(t *testing.T) {
 	// Held. (The client has its answer before the gateway settles: wait
 	// for the last request's settlement, or its reservation holds too.)
 	spentNow(t, a)
-	held := make(chan error, 1)
-	go func() {
+	held := hd.hold(t, func() error {
 		ac := anthropicClient(url, 0)
 		_, err := ac.Messages.New(ctx, ask("HOLD", 1100))
-		held <- err
-	}()
-	select {
-	case <-hd.arrived:
-	case err := <-held:
-		t.Fatalf("the request meant to hold the budget did not reach the upstream: %v", err)
-	}
+		return err
+	})
 	rec2 := &recorder{onRefusal: hd.free}
 	c2 := anthropic.NewClient(aoption.WithBaseURL(url+"/"), aoption.WithAPIKey(testKey), aoption.WithMaxRetries(2),
 		aoption.WithHTTPClient(&http.Client{Transport: rec2}))

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +146,100 @@ func BenchmarkReserveSettleMeters(b *testing.B) {
 			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
 	}
 	benchPairs(b, limits, nil)
+}
+
+// BenchmarkRedisCost measures what one gateway request costs Redis, beside
+// a trivial script on the same server in the same run: Redis CPU (INFO
+// cpu), commands run (INFO commandstats, those scripts call included) and
+// keys left behind (DBSIZE), per reserve+settle pair of the limits every
+// gateway request of bench/tollgate.yaml carries (five limits, two spend
+// meters, a ledger entry). Load-independent figures, unlike ns/op.
+//
+//	go test -run XXX -bench RedisCost -benchtime 5000x ./budget/redisstore/
+func BenchmarkRedisCost(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Ledger: true}), time.Minute)
+	limits := requestLimits()
+	for _, p := range []budget.Period{budget.Day, budget.Month} {
+		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
+			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
+	}
+	pair := func() {
+		r, _, err := e.ReserveFor(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10}, benchEntry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.SettleEntry(bg, r, budget.Amounts{Tokens: 5, Requests: 1, Cost: 5}, benchEntry()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pair() // the counters exist from here on
+	trivial := redis.NewScript("return 1")
+	if err := trivial.Run(bg, rdb, nil).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	c0 := redisCost(b, rdb)
+	for range b.N {
+		pair()
+	}
+	c1 := redisCost(b, rdb)
+	for range b.N {
+		if err := trivial.Run(bg, rdb, nil).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c2 := redisCost(b, rdb)
+	b.StopTimer()
+	n := float64(b.N)
+	pairCPU, trivialCPU := (c1.cpu-c0.cpu)/n, (c2.cpu-c1.cpu)/n
+	b.ReportMetric(pairCPU, "redis-µs/pair")
+	b.ReportMetric(trivialCPU, "redis-µs/trivial")
+	b.ReportMetric(pairCPU/trivialCPU, "pair/trivial")
+	b.ReportMetric((c1.script-c0.script)/n, "script-µs/pair")
+	b.ReportMetric((c2.script-c1.script)/n, "script-µs/trivial")
+	b.ReportMetric(float64(c1.calls-c0.calls)/n-2, "commands/pair") // the two EVALSHAs themselves aside
+	b.ReportMetric(float64(c1.keys-c0.keys)/n, "keys-left/pair")
+}
+
+// cost is what Redis reports having spent: CPU (user + system) and time in
+// scripts, in µs, commands run and keys held.
+type cost struct {
+	cpu, script float64
+	calls, keys int64
+}
+
+// redisCost reads what Redis has spent so far.
+func redisCost(b *testing.B, rdb *redis.Client) (c cost) {
+	info, err := rdb.Info(bg, "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			f, _ := strconv.ParseFloat(v, 64)
+			c.cpu += f * 1e6
+		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info" && k != "cmdstat_dbsize":
+			calls, rest, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			c.calls += n
+			if k == "cmdstat_evalsha" {
+				us, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
+				f, _ := strconv.ParseFloat(us, 64)
+				c.script += f
+			}
+		}
+	}
+	var err2 error
+	if c.keys, err2 = rdb.DBSize(bg).Result(); err2 != nil {
+		b.Fatal(err2)
+	}
+	return c
 }

@@ -1,8 +1,10 @@
 -- Peek: read buckets without changing them.
--- KEYS[1]: run-time ceilings hash; KEYS[1+i]: one bucket per limit.
--- ARGV[1] now µs or "" for Redis TIME, then a kind ("r", "c", "n") and a
--- bucket name per limit. Returns {now, then 5 values per limit: tat, spent,
--- pending, in-flight, run-time ceiling (-1: none)}.
+-- KEYS[1]: the partition's meta hash (run-time ceilings); KEYS[1+i]: one
+-- bucket per limit.
+-- ARGV[1] now µs or "" for Redis TIME, then a kind ("r", "c", "g", "n") and
+-- a bucket name (for "g" the window µs) per limit. Returns {now, then 5
+-- values per limit: tat, spent, pending, in-flight, run-time ceiling (-1:
+-- none)}.
 local n = #KEYS - 1
 if #ARGV ~= 1 + 2 * n then return redis.error_reply("tollgate: peek: bad arguments") end
 local now = tonumber(ARGV[1])
@@ -10,6 +12,15 @@ if not now then
   local t = redis.call("TIME")
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local fields, fieldOf = {}, {}
+for i = 1, n do
+  if ARGV[1 + i] == "c" and ARGV[1 + n + i] ~= "" then
+    fields[#fields + 1] = ARGV[1 + n + i]
+    fieldOf[i] = #fields
+  end
+end
+local meta = {}
+if #fields > 0 then meta = redis.call("HMGET", KEYS[1], unpack(fields)) end
 local out = {now}
 for i = 1, n do
   local key, k = KEYS[1 + i], ARGV[1 + i]
@@ -19,7 +30,7 @@ for i = 1, n do
   elseif k == "c" then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
-    local o = override(redis.call("HGET", KEYS[1], ARGV[1 + n + i]), now)
+    local o = fieldOf[i] and override(meta[fieldOf[i]], now)
     if o then ovr = o end
   elseif k == "g" then
     local w = tonumber(ARGV[1 + n + i])

@@ -45,6 +45,10 @@ var (
 	peekLua string
 	//go:embed pace.lua
 	paceLua string
+	//go:embed reset.lua
+	resetLua string
+	//go:embed raise.lua
+	raiseLua string
 
 	reserveScript = redis.NewScript(overrideLua + reserveLua)
 	settleScript  = redis.NewScript(settleLua)
@@ -52,6 +56,8 @@ var (
 	expiredScript = redis.NewScript(expiredLua)
 	peekScript    = redis.NewScript(overrideLua + peekLua)
 	paceScript    = redis.NewScript(paceLua)
+	resetScript   = redis.NewScript(resetLua)
+	raiseScript   = redis.NewScript(raiseLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's
@@ -70,7 +76,11 @@ type Options struct {
 	// SettleTimeout bounds one settlement call before it is spooled
 	// (default 1 s).
 	SettleTimeout time.Duration
-	// TombstoneTTL is how long a resolved id is remembered (default 24 h).
+	// TombstoneTTL is how long a swept reservation is remembered, so a
+	// settlement that comes later (from a spool) corrects the sweep's
+	// charge, and how long spend made without a reservation is, so its
+	// replay charges once (default 24 h). A settled reservation leaves
+	// nothing behind.
 	TombstoneTTL time.Duration
 	// Partitions the sweeper looks at besides those this process has seen
 	// (the configured orgs).
@@ -103,8 +113,41 @@ type Store struct {
 	breaker *gobreaker.CircuitBreaker[any]
 
 	mu         sync.Mutex
-	open       map[string][]budget.Debit // reservations made here and not yet settled
+	open       map[string]openReservation // reservations made here and not yet settled
+	settled    recentIDs                  // reservations settled here lately
 	partitions map[string]struct{}
+}
+
+// openReservation is what this process remembers of a reservation it made:
+// the debits taken and its partition's epoch then.
+type openReservation struct {
+	debits []budget.Debit
+	epoch  int64
+}
+
+// recentIDs remembers the last ids settled through this process, so that
+// settling one again answers AlreadySettled and reserving it again
+// ErrDuplicateReservation without a record left in Redis. Elsewhere a
+// settled id reads as unknown, except to a settlement replayed from this
+// process's spool, which carries its partition's epoch (settle.lua).
+type recentIDs struct {
+	ids  map[string]struct{}
+	ring [4096]string
+	next int
+}
+
+func (r *recentIDs) add(id string) {
+	if r.ids == nil {
+		r.ids = make(map[string]struct{}, len(r.ring))
+	}
+	delete(r.ids, r.ring[r.next])
+	r.ring[r.next], r.next = id, (r.next+1)%len(r.ring)
+	r.ids[id] = struct{}{}
+}
+
+func (r *recentIDs) has(id string) bool {
+	_, ok := r.ids[id]
+	return ok
 }
 
 var _ budget.Store = (*Store)(nil)
@@ -133,7 +176,7 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.BreakerTimeout <= 0 {
 		opts.BreakerTimeout = time.Second
 	}
-	s := &Store{rdb: rdb, opts: opts, open: map[string][]budget.Debit{}, partitions: map[string]struct{}{}}
+	s := &Store{rdb: rdb, opts: opts, open: map[string]openReservation{}, partitions: map[string]struct{}{}}
 	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: 1,
@@ -247,6 +290,12 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 
+	s.mu.Lock()
+	dup := s.settled.has(r.ID)
+	s.mu.Unlock()
+	if dup {
+		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
+	}
 	now := s.now()
 	for attempt := 0; ; attempt++ {
 		budget.SetPeriods(r.Debits, now)
@@ -272,37 +321,34 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			}
 			return budget.Result{Decider: -1}, unavailable("reserve", err)
 		}
-		if len(raw) < 2 {
-			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: short reply %v", raw)
+		reply, err := decodeReserve(raw, len(r.Debits))
+		if err != nil {
+			return budget.Result{Decider: -1}, err
 		}
-		redisNow := time.UnixMicro(raw[1])
-		switch raw[0] {
-		case -1:
+		switch reply.status {
+		case reserveDuplicate:
 			return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
-		case -2:
+		case reserveOutOfPeriod:
 			if attempt > 0 {
-				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: no period contains Redis time %v", redisNow)
+				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: no period contains Redis time %v", reply.now)
 			}
-			now = redisNow // this host's clock is across a period boundary from Redis's
+			now = reply.now // this host's clock is across a period boundary from Redis's
 			continue
 		}
-		if len(raw) != 2+5*len(r.Debits) {
-			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: reply of %d values for %d debits", len(raw), len(r.Debits))
-		}
-		counters := decodeCounters(raw[2:], len(r.Debits))
+		counters := reply.counters
 		for i := range counters {
 			if r.Debits[i].Limit.Algorithm == budget.SlidingWindow {
 				counters[i].Prev, counters[i].TAT = counters[i].TAT, 0 // the script reports it in the first slot
 			}
 		}
-		res, err := budget.Evaluate(r.Debits, counters, redisNow)
-		if allowed := raw[0] == 1; allowed != res.Allowed {
+		res, err := budget.Evaluate(r.Debits, counters, reply.now)
+		if allowed := reply.status == reserveAllowed; allowed != res.Allowed {
 			// The script and the Go algorithm disagree: a bug. Refuse.
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: script allowed=%v, algorithm allowed=%v (%v)", allowed, res.Allowed, err)
 		}
 		if res.Allowed {
 			s.mu.Lock()
-			s.open[r.ID] = budget.Taken(r.Debits, res)
+			s.open[r.ID] = openReservation{debits: budget.Taken(r.Debits, res), epoch: reply.epoch}
 			s.partitions[partition] = struct{}{}
 			s.mu.Unlock()
 		}
@@ -311,60 +357,68 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 }
 
 func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([]string, []any, error) {
-	keys := make([]string, 0, 4+len(r.Debits))
-	keys = append(keys, tag+"res:"+r.ID, tag+"leases", tag+"done:"+r.ID, tag+"ceilings")
-	args := make([]any, 0, 4+8*len(r.Debits))
-	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits))
-	for i := range r.Debits {
-		d := &r.Debits[i]
-		l := &d.Limit
-		keys = append(keys, s.bucketKey(tag, d))
-		switch {
-		case l.Kind == budget.Rate && l.Algorithm == budget.SlidingLog:
-			w := l.Window.Microseconds()
-			args = append(args, "g", d.Amount, l.Amount, w, 0, "", shadowArg(l), l.Window.Milliseconds()+1000)
-		case l.Kind == budget.Rate && l.Algorithm != budget.TokenBucket:
-			start, end, prev := budget.WindowBounds(l, now)
-			keep := l.Window.Milliseconds() + 1000
-			if l.Algorithm == budget.FixedWindow {
-				args = append(args, "c", d.Amount, l.Amount, start, end, "", shadowArg(l), keep)
-			} else {
-				p := *d
-				p.Period = prev
-				args = append(args, "s", d.Amount, l.Amount, start, end, s.bucketKey(tag, &p), shadowArg(l), keep)
-			}
-		case l.Kind == budget.Rate:
-			cost, err := budget.RateCost(l, d.Amount)
-			if err != nil {
-				return nil, nil, err
-			}
-			tol, err := budget.RateCost(l, l.Capacity())
-			if err != nil {
-				return nil, nil, err
-			}
-			args = append(args, "r", cost, tol, 0, 0, "", shadowArg(l), 0)
-		case l.Kind == budget.Ceiling:
-			end := budget.PeriodEnd(l.Period, now, l.Location)
-			start := budget.PeriodStart(l.Period, now, l.Location)
-			kind := "c"
-			if l.Meter {
-				kind = "m" // charged at settlement, never read here
-			}
-			args = append(args, kind, d.Amount, l.Amount, start.UnixMicro(), end.UnixMicro(), l.Bucket, shadowArg(l), ceilingRetention(l.Period).Milliseconds())
-		case l.Kind == budget.Concurrency:
-			args = append(args, "n", d.Amount, l.Amount, 0, 0, "", shadowArg(l), (2*r.Lease + 24*time.Hour).Milliseconds())
-		default:
-			return nil, nil, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
-		}
-	}
+	keys := make([]string, 0, 3+len(r.Debits))
+	keys = append(keys, tag+"open", tag+"leases", tag+"ceilings")
+	entry := ""
 	if r.Entry != nil && s.opts.Ledger {
 		rec, err := json.Marshal(r.Entry)
 		if err != nil {
 			return nil, nil, err
 		}
-		args = append(args, string(rec))
+		entry = string(rec)
+	}
+	args := make([]any, 0, 5+debitFields*len(r.Debits))
+	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits), entry)
+	for i := range r.Debits {
+		d := &r.Debits[i]
+		keys = append(keys, s.bucketKey(tag, d))
+		a, err := s.debitArg(tag, d, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = a.appendTo(args)
 	}
 	return keys, args, nil
+}
+
+// debitArg is d as reserve.lua takes it.
+func (s *Store) debitArg(tag string, d *budget.Debit, now time.Time) (debitArg, error) {
+	l := &d.Limit
+	a := debitArg{amount: d.Amount, capacity: l.Amount, shadow: l.Shadow}
+	switch {
+	case l.Kind == budget.Rate && l.Algorithm == budget.SlidingLog:
+		a.kind, a.start, a.keep = kLog, l.Window.Microseconds(), l.Window+time.Second
+	case l.Kind == budget.Rate && l.Algorithm != budget.TokenBucket:
+		var prev string
+		a.start, a.end, prev = budget.WindowBounds(l, now)
+		a.kind, a.keep = kCeiling, l.Window+time.Second
+		if l.Algorithm == budget.SlidingWindow {
+			p := *d
+			p.Period = prev
+			a.kind, a.name = kSliding, s.bucketKey(tag, &p)
+		}
+	case l.Kind == budget.Rate:
+		cost, err := budget.RateCost(l, d.Amount)
+		if err != nil {
+			return a, err
+		}
+		tol, err := budget.RateCost(l, l.Capacity())
+		if err != nil {
+			return a, err
+		}
+		a.kind, a.amount, a.capacity = kRate, cost, tol
+	case l.Kind == budget.Ceiling:
+		a.kind, a.name, a.keep = kCeiling, l.Bucket, ceilingRetention(l.Period)
+		a.start, a.end = budget.PeriodStart(l.Period, now, l.Location).UnixMicro(), budget.PeriodEnd(l.Period, now, l.Location).UnixMicro()
+		if l.Meter {
+			a.kind = kMeter // charged at settlement, never read here
+		}
+	case l.Kind == budget.Concurrency:
+		a.kind = kConcurrency
+	default:
+		return a, fmt.Errorf("redisstore: limit %s: unknown kind", l.Bucket)
+	}
+	return a, nil
 }
 
 // Settle implements budget.Store. A settlement Redis cannot take is spooled
@@ -402,13 +456,17 @@ func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, re
 		return 0, err
 	}
 	s.mu.Lock()
-	debits, mine := s.open[id]
+	open, mine := s.open[id]
+	again := !mine && s.settled.has(id)
 	s.mu.Unlock()
-	call, err := s.settleCall(id, debits, mine, actual)
+	if again {
+		return budget.AlreadySettled, nil
+	}
+	call, err := s.settleCall(id, open.debits, mine, actual)
 	if err != nil {
 		return 0, err
 	}
-	call.Record = rec
+	call.Epoch, call.Record = open.epoch, rec
 	// A reservation this process did not make (or an id replayed after its
 	// settlement) goes to the script with no actual values: it reports a
 	// tombstone or an unknown id, or charges an open reservation at its
@@ -457,9 +515,12 @@ func (s *Store) spoolRelease(r *budget.Reservation) {
 // SettleCall is one settlement as the script takes it: what the spool
 // writes down and replays.
 type SettleCall struct {
-	ID     string   `json:"id"`
-	Keys   []string `json:"keys"`
-	Actual []int64  `json:"actual"`
+	ID     string  `json:"id"`
+	Actual []int64 `json:"actual"`
+	// Epoch is the partition's epoch when the reservation was made (0: not
+	// known): a record that is gone under the same epoch was settled, under
+	// another one Redis lost it.
+	Epoch int64 `json:"epoch,omitempty"`
 	// Kinds and Buckets describe the debits, so a ceiling is still charged
 	// if Redis lost the reservation record while the call waited.
 	Kinds   []string `json:"kinds,omitempty"`
@@ -486,7 +547,7 @@ func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget
 		return err
 	}
 	for i := range call.Actual {
-		if call.Kinds[i] != "c" {
+		if call.Kinds[i] != kCeiling {
 			call.Actual[i] = 0 // rate and concurrency state had no reservation to adjust
 		}
 	}
@@ -501,11 +562,11 @@ func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget
 }
 
 func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual budget.Amounts) (*SettleCall, error) {
-	tag := s.tag(budget.PartitionOf(id))
-	call := &SettleCall{ID: id, Keys: []string{tag + "res:" + id, tag + "leases", tag + "done:" + id, tag + "ledger"}}
+	call := &SettleCall{ID: id}
 	if !mine {
 		return call, nil
 	}
+	tag := s.tag(budget.PartitionOf(id))
 	call.Actual = make([]int64, len(debits))
 	call.Kinds = make([]string, len(debits))
 	call.Buckets = make([]string, len(debits))
@@ -533,11 +594,56 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 	return call, nil
 }
 
+// settleKeys are settle.lua's keys for reservation id.
+func (s *Store) settleKeys(id string) []string {
+	tag := s.tag(budget.PartitionOf(id))
+	return []string{tag + "open", tag + "leases", tag + "done:" + id, tag + "ledger", tag + "ceilings", tag + "res:" + id}
+}
+
 func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, error) {
+	mode := modeSettle
+	if call.Unreserved {
+		mode = modeUnreserved
+	}
+	raw, err := s.runSettle(ctx, call.ID, mode, call)
+	if err != nil {
+		return 0, err
+	}
+	if raw != settleUnknown {
+		s.mu.Lock()
+		s.settled.add(call.ID)
+		s.mu.Unlock()
+	}
+	switch raw {
+	case settleSettled:
+		return budget.Settled, nil
+	case settleBefore:
+		return budget.AlreadySettled, nil
+	case settleExpired:
+		return budget.Expired, nil
+	case settleCorrected:
+		return budget.Corrected, nil
+	case settleWithoutRecord:
+		if call.Unreserved {
+			return budget.Settled, nil
+		}
+		s.opts.Log.Error("settled without its reservation record: Redis lost data; ceilings were charged from the settlement, pending and rate state are gone",
+			"reservation", call.ID)
+		return budget.Settled, nil
+	}
+	return 0, budget.ErrUnknownReservation
+}
+
+// runSettle runs settle.lua for id in mode; call nil charges the reserved
+// amounts (the sweeper).
+func (s *Store) runSettle(ctx context.Context, id string, mode settleMode, call *SettleCall) (settleOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
-	args := make([]any, 0, 6+3*len(call.Actual))
-	args = append(args, call.ID, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 1, string(call.Record), len(call.Actual))
+	if call == nil {
+		call = &SettleCall{}
+	}
+	args := make([]any, 0, 7+3*len(call.Actual))
+	args = append(args, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), int64(mode), string(call.Record), call.Epoch, len(call.Actual))
 	for _, a := range call.Actual {
 		args = append(args, a)
 	}
@@ -551,7 +657,7 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 	}
 	var raw []int64
 	err := s.do(func() (err error) {
-		raw, err = settleScript.Run(ctx, s.rdb, call.Keys, args...).Int64Slice()
+		raw, err = settleScript.Run(ctx, s.rdb, s.settleKeys(id), args...).Int64Slice()
 		return err
 	})
 	if err != nil {
@@ -560,42 +666,21 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 		}
 		return 0, unavailable("settle", err)
 	}
-	switch raw[0] {
-	case 1:
-		return budget.Settled, nil
-	case 2:
-		return budget.AlreadySettled, nil
-	case 3:
-		return budget.Expired, nil
-	case 5:
-		return budget.Corrected, nil
-	case 4:
-		if call.Unreserved {
-			return budget.Settled, nil
-		}
-		s.opts.Log.Error("settled without its reservation record: Redis lost data; ceilings were charged from the settlement, pending and rate state are gone",
-			"reservation", call.ID)
-		return budget.Settled, nil
+	if len(raw) != 1 {
+		return 0, fmt.Errorf("redisstore: settle: reply %v", raw)
 	}
-	return 0, budget.ErrUnknownReservation
-}
-
-func shadowArg(l *budget.Limit) string {
-	if l.Shadow {
-		return "1"
-	}
-	return "0"
+	return settleOutcome(raw[0]), nil
 }
 
 // kindArg is a limit kind as the scripts spell it.
 func kindArg(k budget.Kind) string {
 	switch k {
 	case budget.Rate:
-		return "r" // peek reads a window as "r" too: its token state is empty
+		return kRate // peek reads a window as a token bucket too: its token state is empty
 	case budget.Ceiling:
-		return "c"
+		return kCeiling
 	}
-	return "n"
+	return kConcurrency
 }
 
 // Extend implements budget.Store.
@@ -605,7 +690,7 @@ func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) erro
 	tag := s.tag(budget.PartitionOf(id))
 	var n int64
 	err := s.do(func() (err error) {
-		n, err = extendScript.Run(ctx, s.rdb, []string{tag + "res:" + id, tag + "leases"}, id, lease.Microseconds(), s.nowArg()).Int64()
+		n, err = extendScript.Run(ctx, s.rdb, []string{tag + "open", tag + "leases", tag + "res:" + id}, id, lease.Microseconds(), s.nowArg()).Int64()
 		return err
 	})
 	if err != nil {
@@ -646,16 +731,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 				return n, unavailable("sweep", err)
 			}
 			for _, id := range ids {
-				keys := []string{tag + "res:" + id, tag + "leases", tag + "done:" + id, tag + "ledger"}
-				var raw []int64
-				err := s.do(func() (err error) {
-					raw, err = settleScript.Run(ctx, s.rdb, keys, id, s.nowArg(), s.opts.TombstoneTTL.Milliseconds(), 3, "", 0).Int64Slice()
-					return err
-				})
+				o, err := s.runSettle(ctx, id, modeExpire, nil)
 				if err != nil {
-					return n, unavailable("sweep", err)
+					return n, err
 				}
-				if raw[0] == 1 {
+				if o == settleSettled {
 					n++
 				}
 				// s.open keeps the debits of this instance's own swept
@@ -692,18 +772,21 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 		k := kindArg(debits[i].Limit.Kind)
 		switch debits[i].Limit.Algorithm {
 		case budget.SlidingLog:
-			k = "g"
+			k = kLog
 		case budget.FixedWindow, budget.SlidingWindow:
-			k = "c" // a window's current counter (a sliding window's previous one is not read here)
+			k = kCeiling // a window's current counter (a sliding window's previous one is not read here)
 		}
 		args = append(args, k)
 	}
 	for i := range debits {
-		if debits[i].Limit.Algorithm == budget.SlidingLog {
-			args = append(args, debits[i].Limit.Window.Microseconds()) // a log's window, in the name slot
-			continue
+		switch l := &debits[i].Limit; {
+		case l.Algorithm == budget.SlidingLog:
+			args = append(args, l.Window.Microseconds()) // a log's window, in the name slot
+		case l.Kind == budget.Ceiling:
+			args = append(args, l.Bucket) // its run-time ceiling's field
+		default:
+			args = append(args, "")
 		}
-		args = append(args, debits[i].Limit.Bucket)
 	}
 	var raw []int64
 	err := s.do(func() (err error) {
@@ -717,17 +800,6 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 		return nil, fmt.Errorf("redisstore: peek: reply of %d values for %d limits", len(raw), len(debits))
 	}
 	return budget.StatusOf(debits, decodeCounters(raw[1:], len(debits)), time.UnixMicro(raw[0])), nil
-}
-
-// decodeCounters reads n groups of (tat, spent, pending, in-flight,
-// run-time ceiling or -1) from a script's reply.
-func decodeCounters(raw []int64, n int) []budget.Counters {
-	out := make([]budget.Counters, n)
-	for i := range out {
-		c := raw[5*i:]
-		out[i] = budget.Counters{TAT: c[0], Spent: c[1], Pending: c[2], InFlight: c[3], Override: c[4], HasOverride: c[4] >= 0}
-	}
-	return out
 }
 
 // SetCeiling implements budget.Store: one HSET (or HDEL) that every
@@ -793,13 +865,6 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	return 0, time.Time{}, false, nil
 }
 
-// resetScript zeroes a ceiling period's settled spend, if the period has a
-// counter, and returns what it was; pending is left alone.
-var resetScript = redis.NewScript(`
-local was = redis.call("HGET", KEYS[1], "spent")
-if was then redis.call("HSET", KEYS[1], "spent", 0) end
-return tonumber(was or "0")`)
-
 // ResetSpent implements budget.Store: the current period is the one the
 // store's clock (or Options.Now) is in, as for Peek.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
@@ -818,17 +883,6 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	}
 	return ds[0].Period, was, nil
 }
-
-// raiseScript raises a ceiling period's settled spend to ARGV[1] if it is
-// lower, keeping the key ARGV[2] ms if it had no expiry, and returns what
-// it was.
-var raiseScript = redis.NewScript(`
-local was = tonumber(redis.call("HGET", KEYS[1], "spent") or "0")
-if tonumber(ARGV[1]) > was then
-  redis.call("HSET", KEYS[1], "spent", ARGV[1])
-  if redis.call("PTTL", KEYS[1]) < 0 then redis.call("PEXPIRE", KEYS[1], ARGV[2]) end
-end
-return was`)
 
 // RaiseSpent implements budget.Store.
 func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {

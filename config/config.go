@@ -199,8 +199,10 @@ type Redis struct {
 	// PoolSize is the connections per node (default 256): a reservation
 	// waiting for a free connection counts against its timeout.
 	PoolSize int `yaml:"pool_size"`
-	// Timeout bounds a reservation (default 100ms); past it the store
-	// counts as unavailable.
+	// Timeout bounds a reservation (default 1s; the request's own deadline
+	// too); past it the store counts as unavailable for that request. A
+	// call that times out while Redis answers others does not count
+	// towards opening the store's breaker: slow is not down.
 	Timeout time.Duration `yaml:"timeout"`
 	// SettleTimeout bounds a settlement before it is spooled (default 1s).
 	SettleTimeout time.Duration `yaml:"settle_timeout"`

@@ -87,7 +87,7 @@ func (c *Config) SetDefaults() {
 			r.Prefix = "tg"
 		}
 		if r.Timeout == 0 {
-			r.Timeout = 100 * time.Millisecond
+			r.Timeout = time.Second
 		}
 		if r.SettleTimeout == 0 {
 			r.SettleTimeout = time.Second

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -381,5 +382,77 @@ func TestRuntimeCeilingSeenByEveryInstance(t *testing.T) {
 	var refused *budget.RefusedError
 	if !errors.As(err, &refused) || refused.Result.Status[0].Capacity != int64(2*budget.Dollar) {
 		t.Fatalf("instance b after a's change: %v", err)
+	}
+}
+
+// A Redis that pauses between answers (DEBUG SLEEP: busy, not down) makes
+// reservations time out now and then, but does not open the store's
+// breaker: refusing everyone for a second because some calls were slow
+// would turn a slow Redis, or a CPU-starved gateway, into an outage.
+func TestSlowRedisIsNotDown(t *testing.T) {
+	srv := redistest.Start(t, "--enable-debug-command", "yes")
+	s := redisstore.New(srv.Client(), redisstore.Options{Timeout: 20 * time.Millisecond})
+	e := budget.NewEngine(s, time.Minute)
+	l := teamCeiling("acme", 10*budget.Dollar)
+	if _, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1}); err != nil {
+		t.Fatal(err) // the gateway was serving
+	}
+	stop, paused := make(chan struct{}), make(chan struct{})
+	var pauses atomic.Int64
+	go func() {
+		defer close(paused)
+		side := srv.Client()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			side.Do(bg, "DEBUG", "SLEEP", "0.06") // Redis answers nobody for 60 ms of every 100
+			pauses.Add(1)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	// Sixteen callers at once: a pause makes all of their calls time out
+	// together, as a busy gateway's do.
+	var timeouts, calls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ; pauses.Load() < 20; calls.Add(1) {
+				r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
+				if errors.Is(err, gobreaker.ErrOpenState) {
+					errs <- fmt.Errorf("the breaker opened on a Redis that answers (after %d timeouts)", timeouts.Load())
+					return
+				}
+				if err != nil {
+					if !errors.Is(err, budget.ErrStoreUnavailable) {
+						errs <- err
+						return
+					}
+					timeouts.Add(1)
+					continue
+				}
+				if _, err := e.Settle(bg, r, budget.Amounts{Cost: 1}); err != nil && !errors.Is(err, budget.ErrStoreUnavailable) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-paused
+	t.Logf("%d of %d reservations timed out", timeouts.Load(), calls.Load())
+	if timeouts.Load() < 16 {
+		t.Fatalf("%d of %d reservations timed out: Redis was not slow enough to test anything", timeouts.Load(), calls.Load())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,8 +71,9 @@ type scripter interface {
 type Options struct {
 	// Prefix starts every key (default "tg").
 	Prefix string
-	// Timeout bounds one reservation call (default 100 ms): past it the
-	// store is unavailable and the gateway fails closed.
+	// Timeout bounds one reservation call (default 1 s; the request's own
+	// deadline bounds it too): past it the store is unavailable for that
+	// request and the gateway fails closed.
 	Timeout time.Duration
 	// SettleTimeout bounds one settlement call before it is spooled
 	// (default 1 s).
@@ -111,6 +113,10 @@ type Store struct {
 	// breaker fails fast while Redis is down, so a refusal (or a degraded
 	// route) does not wait out a timeout on every request.
 	breaker *gobreaker.CircuitBreaker[any]
+	// answered is when Redis last answered a call (unix ns): a call that
+	// times out meanwhile met a slow Redis, or a busy gateway, not a
+	// dead one.
+	answered atomic.Int64
 
 	mu         sync.Mutex
 	open       map[string]openReservation // reservations made here and not yet settled
@@ -162,7 +168,7 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		opts.Prefix = "tg"
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 100 * time.Millisecond
+		opts.Timeout = time.Second
 	}
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = time.Second
@@ -187,9 +193,15 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 5 },
 		// Only failing to reach Redis trips it; a script's own error reply
 		// or a missing key is Redis answering.
-		IsSuccessful: func(err error) bool { return err == nil || isScriptError(err) || errors.Is(err, redis.Nil) },
-		// A caller that gave up says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		IsSuccessful: isAnswer,
+		// A caller that gave up says nothing about Redis, nor does a call
+		// that timed out while others got answers: slow is not down (a
+		// CPU-starved gateway reads its replies late). A Redis that
+		// stopped answering altogether trips it after BreakerTimeout.
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, context.Canceled) ||
+				(isTimeout(err) && time.Since(time.Unix(0, s.answered.Load())) < opts.BreakerTimeout)
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			opts.Log.Warn("redis store breaker", "from", from.String(), "to", to.String())
 		},
@@ -248,8 +260,24 @@ func (s *Store) BreakerState() string { return s.breaker.State().String() }
 
 // do runs one Redis call through the breaker.
 func (s *Store) do(f func() error) error {
-	_, err := s.breaker.Execute(func() (any, error) { return nil, f() })
+	_, err := s.breaker.Execute(func() (any, error) {
+		err := f()
+		if isAnswer(err) {
+			s.answered.Store(time.Now().UnixNano())
+		}
+		return nil, err
+	})
 	return err
+}
+
+// isAnswer tells the outcome of a call Redis answered: a reply, a missing
+// key or the script's own error.
+func isAnswer(err error) bool { return err == nil || isScriptError(err) || errors.Is(err, redis.Nil) }
+
+// isTimeout tells a call that ran out of time from one that failed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // unavailable wraps every failure to talk to Redis as budget.ErrStoreUnavailable.

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,9 +157,15 @@ func BenchmarkReserveSettleMeters(b *testing.B) {
 // meters, a ledger entry). Load-independent figures, unlike ns/op.
 //
 //	go test -run XXX -bench RedisCost -benchtime 5000x ./budget/redisstore/
+//
+// TOLLGATE_BENCH_REDIS=host:port runs it against that server instead of
+// one of its own (bench/redis-callgrind.sh: a redis-server under callgrind).
 func BenchmarkRedisCost(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	addr := os.Getenv("TOLLGATE_BENCH_REDIS")
+	if addr == "" {
+		addr = redistest.Start(b).Addr
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
 	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Ledger: true}), time.Minute)
 	limits := requestLimits()

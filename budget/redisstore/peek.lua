@@ -1,8 +1,9 @@
 -- Peek: read buckets without changing them.
 -- KEYS[1]: the partition's meta hash (run-time ceilings); KEYS[1+i]: one
 -- bucket per limit.
--- ARGV[1] now µs or "" for Redis TIME, then a kind ("r", "c", "g", "n") and
--- a bucket name (for "g" the window µs) per limit. Returns {now, then 5
+-- ARGV[1] now µs or "" for Redis TIME, then a kind (K_RATE, K_CEILING,
+-- K_LOG, K_CONCURRENCY: kinds.lua) and a bucket name (for K_LOG the window
+-- µs) per limit. Returns {now, then 5
 -- values per limit: tat, spent, pending, in-flight, run-time ceiling (-1:
 -- none)}.
 local n = #KEYS - 1
@@ -14,7 +15,7 @@ if not now then
 end
 local fields, fieldOf = {}, {}
 for i = 1, n do
-  if ARGV[1 + i] == "c" and ARGV[1 + n + i] ~= "" then
+  if ARGV[1 + i] == K_CEILING and ARGV[1 + n + i] ~= "" then
     fields[#fields + 1] = ARGV[1 + n + i]
     fieldOf[i] = #fields
   end
@@ -25,20 +26,20 @@ local out = {now}
 for i = 1, n do
   local key, k = KEYS[1 + i], ARGV[1 + i]
   local tat, spent, pending, flight, ovr = 0, 0, 0, 0, -1
-  if k == "r" then
+  if k == K_RATE then
     tat = tonumber(redis.call("GET", key) or "0")
-  elseif k == "c" then
+  elseif k == K_CEILING then
     local v = redis.call("HMGET", key, "spent", "pending")
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
     local o = fieldOf[i] and override(meta[fieldOf[i]], now)
     if o then ovr = o end
-  elseif k == "g" then
+  elseif k == K_LOG then
     local w = tonumber(ARGV[1 + n + i])
     local live = redis.call("ZRANGEBYSCORE", key, string.format("(%.0f", now - w), "+inf")
     for _, id in ipairs(live) do
       spent = spent + tonumber(redis.call("HGET", key .. ":amt", id) or "0")
     end
-  elseif k == "n" then
+  elseif k == K_CONCURRENCY then
     flight = tonumber(redis.call("GET", key) or "0")
   else
     return redis.error_reply("tollgate: peek: bad kind " .. i)

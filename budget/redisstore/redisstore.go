@@ -42,6 +42,8 @@ var (
 	expiredLua string
 	//go:embed override.lua
 	overrideLua string
+	//go:embed kinds.lua
+	kindsLua string
 	//go:embed peek.lua
 	peekLua string
 	//go:embed pace.lua
@@ -51,11 +53,11 @@ var (
 	//go:embed raise.lua
 	raiseLua string
 
-	reserveScript = redis.NewScript(overrideLua + reserveLua)
-	settleScript  = redis.NewScript(settleLua)
+	reserveScript = redis.NewScript(kindsLua + overrideLua + reserveLua)
+	settleScript  = redis.NewScript(kindsLua + settleLua)
 	extendScript  = redis.NewScript(extendLua)
 	expiredScript = redis.NewScript(expiredLua)
-	peekScript    = redis.NewScript(overrideLua + peekLua)
+	peekScript    = redis.NewScript(kindsLua + overrideLua + peekLua)
 	paceScript    = redis.NewScript(paceLua)
 	resetScript   = redis.NewScript(resetLua)
 	raiseScript   = redis.NewScript(raiseLua)

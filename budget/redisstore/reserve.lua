@@ -9,15 +9,8 @@ local ALLOWED = 1
 local REFUSED = 0
 local DUPLICATE = -1
 local OUT_OF_PERIOD = -2
-local K_RATE = "r"
-local K_CEILING = "c"
-local K_SLIDING = "s"
-local K_LOG = "g"
-local K_CONCURRENCY = "n"
-local K_METER = "m"
 local DEBIT_FIELDS = 8
-local EPOCH_FIELD = "!epoch"
--- end wire
+-- end wire (the debit kinds K_* and EPOCH_FIELD: kinds.lua)
 --
 -- KEYS[1] open reservations (hash: id → record)   KEYS[2] lease zset (score: expiry µs)
 -- KEYS[3] the partition's meta hash: run-time ceilings (bucket → amount) and

@@ -16,14 +16,7 @@ local CORRECTED = 5
 local MODE_SETTLE = 1
 local MODE_UNRESERVED = 2
 local MODE_EXPIRE = 3
-local K_RATE = "r"
-local K_CEILING = "c"
-local K_SLIDING = "s"
-local K_LOG = "g"
-local K_CONCURRENCY = "n"
-local K_METER = "m"
-local EPOCH_FIELD = "!epoch"
--- end wire
+-- end wire (the debit kinds K_* and EPOCH_FIELD: kinds.lua)
 --
 -- KEYS[1] open reservations (hash), KEYS[2] lease zset, KEYS[3] tombstone,
 -- KEYS[4] ledger stream, KEYS[5] the partition's meta hash (its epoch),

@@ -11,7 +11,7 @@ import (
 // "wire:" and "end wire" lines, with the same values (wire_test.go reads
 // the headers and keeps the two equal).
 const (
-	// Debit kinds (reserve.lua, settle.lua).
+	// Debit kinds (kinds.lua, prepended to reserve.lua and settle.lua).
 	kRate        = "r" // K_RATE: a token bucket
 	kCeiling     = "c" // K_CEILING: a ceiling period, or a fixed window
 	kSliding     = "s" // K_SLIDING: a sliding window

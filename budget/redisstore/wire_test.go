@@ -51,10 +51,8 @@ func TestWireMirrorsTheScripts(t *testing.T) {
 			"MODE_SETTLE": fmt.Sprint(modeSettle), "MODE_UNRESERVED": fmt.Sprint(modeUnreserved), "MODE_EXPIRE": fmt.Sprint(modeExpire),
 		},
 	}
-	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua} {
-		for k, v := range kinds {
-			want[name][k] = v
-		}
+	want["kinds.lua"] = kinds
+	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua, "kinds.lua": kindsLua} {
 		got := wireNames(t, name, script)
 		for k, v := range want[name] {
 			if got[k] != v {

@@ -3,9 +3,8 @@
 -- bucket per limit.
 -- ARGV[1] now µs or "" for Redis TIME, then a kind (K_RATE, K_CEILING,
 -- K_LOG, K_CONCURRENCY: kinds.lua) and a bucket name (for K_LOG the window
--- µs) per limit. Returns {now, then 5
--- values per limit: tat, spent, pending, in-flight, run-time ceiling (-1:
--- none)}.
+-- µs) per limit. Returns {now, then 5 values per limit: tat, spent,
+-- pending, in-flight, run-time ceiling (-1: none)}.
 local n = #KEYS - 1
 if #ARGV ~= 1 + 2 * n then return redis.error_reply("tollgate: peek: bad arguments") end
 local now = tonumber(ARGV[1])

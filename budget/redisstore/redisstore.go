@@ -105,6 +105,10 @@ type Options struct {
 	// the settling script, and a reservation keeps its entry for the
 	// sweeper; a LedgerConsumer moves the streams to the durable ledger.
 	Ledger bool
+	// Leases, when set, turn budget leases on (see LeaseOptions; the
+	// caller runs RunLeases). Nil: every request is reserved exactly, one
+	// script call to reserve and one to settle.
+	Leases *LeaseOptions
 }
 
 // Store is the Redis-backed budget.Store. It is safe for concurrent use.
@@ -124,6 +128,8 @@ type Store struct {
 	open       map[string]openReservation // reservations made here and not yet settled
 	settled    recentIDs                  // reservations settled here lately
 	partitions map[string]struct{}
+
+	lease *leaser // nil: exact
 }
 
 // openReservation is what this process remembers of a reservation it made:
@@ -211,7 +217,31 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	for _, p := range opts.Partitions {
 		s.partitions[p] = struct{}{}
 	}
+	if opts.Leases != nil {
+		s.lease = newLeaser(s, *opts.Leases)
+	}
 	return s
+}
+
+// flushFor charges what this instance spent of partition's buckets, before
+// an operation that reads or rewrites the spend in Redis.
+func (s *Store) flushFor(ctx context.Context, partition string) error {
+	if s.lease == nil {
+		return nil
+	}
+	return s.lease.flush(ctx, partition, nil)
+}
+
+func (s *Store) settledHere(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settled.has(id)
+}
+
+func (s *Store) rememberSettled(id string) {
+	s.mu.Lock()
+	s.settled.add(id)
+	s.mu.Unlock()
 }
 
 // tag is the hash-tagged key prefix of a partition. Partitions are config
@@ -313,6 +343,11 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	for _, d := range r.Debits {
 		if strings.ContainsAny(d.Limit.Bucket, "\t\n") {
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: bucket %q contains a tab or newline", d.Limit.Bucket)
+		}
+	}
+	if s.lease != nil {
+		if res, handled, err := s.lease.reserve(ctx, r); handled {
+			return res, err
 		}
 	}
 	partition := budget.PartitionOf(r.ID)
@@ -484,6 +519,11 @@ func (s *Store) record(entry *budget.Entry) (json.RawMessage, error) {
 func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, error) {
 	if err := actual.Validate(); err != nil {
 		return 0, err
+	}
+	if s.lease != nil {
+		if o, handled, err := s.lease.settle(id, actual, rec); handled {
+			return o, err
+		}
 	}
 	s.mu.Lock()
 	open, mine := s.open[id]
@@ -715,6 +755,9 @@ func kindArg(k budget.Kind) string {
 
 // Extend implements budget.Store.
 func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) error {
+	if s.lease != nil && s.lease.extend(id, lease) {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	tag := s.tag(budget.PartitionOf(id))
@@ -749,8 +792,22 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		parts = append(parts, "")
 	}
 	n := 0
+	if s.lease != nil {
+		// Local reservations first; then a flush charges them and renews
+		// this instance's own lessee record, which the sweep below must
+		// not take for a dead one's.
+		n += s.lease.sweep()
+		if err := s.lease.flushAll(ctx); err != nil {
+			return n, err
+		}
+	}
 	for _, p := range parts {
 		tag := s.tag(p)
+		if s.lease != nil {
+			if _, err := s.lease.expireLessees(ctx, p); err != nil {
+				return n, err
+			}
+		}
 		for {
 			var ids []string
 			err := s.do(func() (err error) {
@@ -829,7 +886,11 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	if len(raw) != 1+5*len(debits) {
 		return nil, fmt.Errorf("redisstore: peek: reply of %d values for %d limits", len(raw), len(debits))
 	}
-	return budget.StatusOf(debits, decodeCounters(raw[1:], len(debits)), time.UnixMicro(raw[0])), nil
+	counters := decodeCounters(raw[1:], len(debits))
+	if s.lease != nil {
+		s.lease.adjust(limits[0].Partition, keys[1:], counters)
+	}
+	return budget.StatusOf(debits, counters, time.UnixMicro(raw[0])), nil
 }
 
 // SetCeiling implements budget.Store: one HSET (or HDEL) that every
@@ -852,6 +913,12 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	})
 	if err != nil {
 		return unavailable("setting a ceiling", err)
+	}
+	if s.lease != nil {
+		// This instance's next reservation sees the change at once; others
+		// at their next flush (a slice they hold meanwhile was taken under
+		// the old ceiling).
+		return s.lease.flush(ctx, partition, nil)
 	}
 	return nil
 }
@@ -898,6 +965,9 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 // ResetSpent implements budget.Store: the current period is the one the
 // store's clock (or Options.Now) is in, as for Peek.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
+	if err := s.flushFor(ctx, l.Partition); err != nil {
+		return "", 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	now := s.now()
@@ -918,6 +988,9 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {
 	if spent < 0 {
 		return 0, fmt.Errorf("redisstore: negative spend %d", spent)
+	}
+	if err := s.flushFor(ctx, l.Partition); err != nil {
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()

@@ -38,3 +38,24 @@ func TestContractSingleNode(t *testing.T) {
 func TestContractCluster(t *testing.T) {
 	contract(t, redistest.StartCluster(t, 3).Client(t))
 }
+
+// The contract holds with budget leases on: requests admitted against this
+// process's slices, settlements flushed in batches.
+func contractLeased(t *testing.T, rdb redis.UniversalClient) {
+	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Store {
+		return redisstore.New(rdb, redisstore.Options{
+			Prefix:  fmt.Sprintf("t%d", prefixes.Add(1)),
+			Now:     c.Now,
+			Timeout: 5 * time.Second,
+			Leases:  &redisstore.LeaseOptions{},
+		})
+	})
+}
+
+func TestContractSingleNodeLeased(t *testing.T) {
+	contractLeased(t, redistest.Start(t).Client())
+}
+
+func TestContractClusterLeased(t *testing.T) {
+	contractLeased(t, redistest.StartCluster(t, 3).Client(t))
+}

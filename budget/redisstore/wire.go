@@ -19,8 +19,10 @@ const (
 	kConcurrency = "n" // K_CONCURRENCY
 	kMeter       = "m" // K_METER: a ceiling only charged at settlement
 
-	debitFields = 8        // DEBIT_FIELDS: reserve arguments per debit
-	epochField  = "!epoch" // EPOCH_FIELD: the partition's epoch in its meta hash
+	debitFields      = 8        // DEBIT_FIELDS: reserve arguments per debit
+	sliceFields      = 10       // SLICE_FIELDS: lease arguments per bucket
+	leaseReplyFields = 7        // REPLY_FIELDS: lease reply values per bucket
+	epochField       = "!epoch" // EPOCH_FIELD: the partition's epoch in its meta hash
 )
 
 // reserveStatus is reserve.lua's first reply value.

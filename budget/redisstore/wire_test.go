@@ -52,7 +52,8 @@ func TestWireMirrorsTheScripts(t *testing.T) {
 		},
 	}
 	want["kinds.lua"] = kinds
-	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua, "kinds.lua": kindsLua} {
+	want["lease.lua"] = map[string]string{"SLICE_FIELDS": fmt.Sprint(sliceFields), "REPLY_FIELDS": fmt.Sprint(leaseReplyFields)}
+	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua, "kinds.lua": kindsLua, "lease.lua": leaseLua} {
 		got := wireNames(t, name, script)
 		for k, v := range want[name] {
 			if got[k] != v {
@@ -66,6 +67,9 @@ func TestWireMirrorsTheScripts(t *testing.T) {
 		}
 	}
 	// Every debit argument the encoder writes is one the script reads.
+	if n := len((&op{}).appendTo(nil)); n != sliceFields {
+		t.Errorf("a lease call writes %d values per bucket, SLICE_FIELDS is %d", n, sliceFields)
+	}
 	if n := len((&debitArg{}).appendTo(nil)); n != debitFields {
 		t.Errorf("debitArg writes %d values, DEBIT_FIELDS is %d", n, debitFields)
 	}

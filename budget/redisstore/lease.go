@@ -1,0 +1,688 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+var (
+	//go:embed lease.lua
+	leaseLua string
+	//go:embed lessee_expire.lua
+	lesseeExpireLua string
+
+	leaseScript        = redis.NewScript(kindsLua + overrideLua + leaseLua)
+	lesseeExpireScript = redis.NewScript(kindsLua + lesseeExpireLua)
+)
+
+// LeaseOptions turn budget leases on: the store leases slices of each
+// bucket's remaining capacity from Redis and admits requests against them
+// in this process, all or nothing across every limit of the request, with
+// no round trip; settlements are applied here and flushed to Redis in one
+// script call per partition every Flush. A slice counts in Redis as used
+// (pending, in flight, or taken from a token bucket), so every instance's
+// reservations see it and the ceiling holds across instances by
+// construction.
+//
+// Leased: ceilings (budgets of every unit, and their meters), token-bucket
+// rates and concurrency limits — each is one counter whose room can be
+// split. Exact per request: fixed and sliding windows and sliding logs
+// (their counters belong to one window and the log keeps every request),
+// and shadow limits (they must see every request as it is). A request with
+// any of those, or a bucket whose slice could not be renewed, is reserved
+// exactly, as without leases.
+//
+// A crashed instance's slices are charged in full once its lessee record
+// expires (TTL after its last flush): the most a crash costs a bucket is
+// one slice, and a slice is at most its bucket's room divided among the
+// live instances plus one.
+type LeaseOptions struct {
+	// Instance names this process's lessee record (default: random).
+	Instance string
+	// Flush is how often spend is flushed and slices are renewed (default
+	// 200 ms): how stale another instance's view of this one's spend is.
+	Flush time.Duration
+	// TTL is how long slices outlive the last flush before a sweeper
+	// charges them (default 10 s). Requests are admitted locally only
+	// while the last flush is younger than TTL/2: when Redis is away
+	// longer, every request is reserved exactly, and fails closed.
+	TTL time.Duration
+}
+
+// leaser is the store's local admission against its slices.
+type leaser struct {
+	s    *Store
+	opts LeaseOptions
+
+	mu     sync.Mutex
+	parts  map[string]*partLease
+	local  map[string]*localReservation // admitted here, not yet settled
+	swept  map[string]*localReservation // charged in full by the local sweep
+	health time.Time                    // the last flush that reached Redis
+}
+
+// partLease is one partition's slices.
+type partLease struct {
+	call     sync.Mutex // one lease call at a time
+	slices   map[string]*slice
+	dropping map[string]op // slices of past periods given up, until Redis confirms
+	entries  []any         // ledger entries (JSON, outcome) not yet flushed
+}
+
+// slice is what this process holds of one bucket. Units: a ceiling's or
+// a meter's own; concurrency slots; a token bucket's µs of cost.
+type slice struct {
+	kind    string
+	limit   budget.Limit
+	debit   budget.Debit // the last debit seen: its period and limit
+	granted int64        // held in Redis for this process
+	held    int64        // reserved by requests in flight here
+	spent   int64        // all settled here, ever (flushed is what Redis has)
+	flushed int64
+	demand  int64 // reserved since the last flush
+	biggest int64 // the largest single reservation since the last flush
+	view    budget.Counters
+	until   int64 // when view's run-time ceiling lapses (unix µs; 0: never)
+	denied  bool  // a take was refused: reserve exactly until the next flush
+}
+
+func (sl *slice) free() int64 {
+	if sl.kind == kConcurrency {
+		return sl.granted - sl.held
+	}
+	return sl.granted - sl.held - (sl.spent - sl.flushed)
+}
+
+type localReservation struct {
+	partition string
+	debits    []budget.Debit
+	keys      []string
+	amounts   []int64 // in slice units
+	expires   time.Time
+	entry     *budget.Entry
+}
+
+func newLeaser(s *Store, o LeaseOptions) *leaser {
+	if o.Instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		o.Instance = hex.EncodeToString(b[:])
+	}
+	if o.Flush <= 0 {
+		o.Flush = 200 * time.Millisecond
+	}
+	if o.TTL <= 0 {
+		o.TTL = 10 * time.Second
+	}
+	return &leaser{s: s, opts: o, parts: map[string]*partLease{}, local: map[string]*localReservation{},
+		swept: map[string]*localReservation{}, health: time.Now()}
+}
+
+// leasable tells a debit this process can admit against a slice.
+func leasable(d *budget.Debit) (kind string, ok bool) {
+	l := &d.Limit
+	switch {
+	case l.Kind == budget.Ceiling && l.Meter:
+		return kMeter, true
+	case l.Shadow:
+		return "", false
+	case l.Kind == budget.Ceiling:
+		return kCeiling, true
+	case l.Kind == budget.Concurrency:
+		return kConcurrency, true
+	case l.Kind == budget.Rate && l.Algorithm == budget.TokenBucket:
+		return kRate, true
+	}
+	return "", false
+}
+
+// units is amount of d's unit in its slice's units.
+func units(kind string, l *budget.Limit, amount int64) (int64, error) {
+	switch kind {
+	case kRate:
+		return budget.RateCost(l, amount)
+	case kMeter:
+		return 0, nil // a meter reserves nothing
+	}
+	return amount, nil
+}
+
+// reserve admits r against this process's slices. handled is false when r
+// must be reserved exactly instead.
+func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budget.Result, handled bool, err error) {
+	now := lz.s.now()
+	budget.SetPeriods(r.Debits, now)
+	partition := budget.PartitionOf(r.ID)
+	tag := lz.s.tag(partition)
+	lr := &localReservation{partition: partition, debits: r.Debits, keys: make([]string, len(r.Debits)),
+		amounts: make([]int64, len(r.Debits)), expires: now.Add(r.Lease), entry: r.Entry}
+	kinds := make([]string, len(r.Debits))
+	for i := range r.Debits {
+		d := &r.Debits[i]
+		k, ok := leasable(d)
+		if !ok {
+			return res, false, nil
+		}
+		if kinds[i], lr.keys[i] = k, lz.s.bucketKey(tag, d); k == kRate && d.Amount > d.Limit.Capacity() {
+			return res, false, nil // too large for the bucket: the exact path says so
+		}
+		if lr.amounts[i], err = units(k, &d.Limit, d.Amount); err != nil {
+			return res, true, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		res, want, ok := lz.admit(r, lr, kinds, now)
+		if ok || want == nil {
+			return res, ok, nil // admitted, or to be reserved exactly as it is
+		}
+		if err := lz.flush(ctx, partition, want); err != nil {
+			return budget.Result{Decider: -1}, true, err
+		}
+		if attempt > 0 || !slices.ContainsFunc(slices.Collect(maps.Values(want)), func(n int64) bool { return n > 0 }) {
+			return res, false, nil // a second miss, or slices given back: reserve exactly
+		}
+	}
+}
+
+// admit takes lr from the slices if every one has room. Otherwise want
+// says, per bucket key, what a short bucket needs, or 0 for a slice to
+// give back before the request is reserved exactly (the last view of Redis
+// refused it); nil: reserve exactly, nothing to ask.
+func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []string, now time.Time) (budget.Result, map[string]int64, bool) {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	if lz.local[r.ID] != nil || lz.s.settledHere(r.ID) {
+		return budget.Result{Decider: -1}, nil, false // the exact path reports the duplicate
+	}
+	if time.Since(lz.health) > lz.opts.TTL/2 {
+		return budget.Result{Decider: -1}, nil, false
+	}
+	p := lz.part(lr.partition)
+	var lacking map[string]int64
+	for i, key := range lr.keys {
+		sl := p.slices[key]
+		if sl == nil {
+			sl = &slice{kind: kinds[i], limit: r.Debits[i].Limit}
+			p.slices[key] = sl
+		}
+		sl.limit, sl.debit = r.Debits[i].Limit, r.Debits[i]
+		if need := lr.amounts[i]; sl.kind != kMeter && sl.free() < need {
+			if lacking == nil {
+				lacking = map[string]int64{}
+			}
+			lacking[key] = need
+			if sl.denied {
+				// Redis refused this bucket a take since the last flush:
+				// do not ask again, reserve exactly — with the slices
+				// given back and the spend flushed first, so the exact
+				// reservation sees the bucket as it is.
+				return budget.Result{Decider: -1}, lz.giveBack(p, lr.keys), false
+			}
+		}
+	}
+	if lacking != nil {
+		return budget.Result{Decider: -1}, lacking, false
+	}
+	counters := make([]budget.Counters, len(lr.keys))
+	for i, key := range lr.keys {
+		counters[i] = p.slices[key].counters()
+		if u := p.slices[key].until; u > 0 && now.UnixMicro() >= u {
+			counters[i].Override, counters[i].HasOverride = 0, false // lapsed since
+		}
+	}
+	res, err := budget.Evaluate(r.Debits, counters, now)
+	if err != nil || !res.Allowed || len(res.Shadowed) > 0 {
+		// The last view of Redis says no (a ceiling lowered at run time,
+		// say): give the slices back, so they do not stand in the way, and
+		// let the exact path decide and explain.
+		return budget.Result{Decider: -1}, lz.giveBack(p, lr.keys), false
+	}
+	for i, key := range lr.keys {
+		sl := p.slices[key]
+		sl.held += lr.amounts[i]
+		sl.demand += lr.amounts[i]
+		sl.biggest = max(sl.biggest, lr.amounts[i])
+	}
+	lz.local[r.ID] = lr
+	return res, nil, true
+}
+
+// giveBack is the want of a flush that gives back the free slices of keys
+// and charges their spend, if any holds either; nil if none does.
+func (lz *leaser) giveBack(p *partLease, keys []string) map[string]int64 {
+	var back map[string]int64
+	for _, key := range keys {
+		if sl := p.slices[key]; sl != nil && (sl.free() > 0 || sl.spent != sl.flushed) {
+			if back == nil {
+				back = make(map[string]int64, len(keys))
+			}
+			back[key] = 0
+		}
+	}
+	return back
+}
+
+// counters is the bucket as the last flush saw it, with this process's
+// slice replaced by what its requests use of it.
+func (sl *slice) counters() budget.Counters {
+	c := sl.view
+	unflushed := sl.spent - sl.flushed
+	switch sl.kind {
+	case kCeiling, kMeter:
+		c.Spent += unflushed
+		c.Pending = max(0, c.Pending-sl.granted+sl.held)
+	case kConcurrency:
+		c.InFlight = max(0, c.InFlight-sl.granted+sl.held)
+	case kRate:
+		c.TAT -= sl.free()
+	}
+	return c
+}
+
+func (lz *leaser) part(partition string) *partLease {
+	p := lz.parts[partition]
+	if p == nil {
+		p = &partLease{slices: map[string]*slice{}, dropping: map[string]op{}}
+		lz.parts[partition] = p
+	}
+	return p
+}
+
+// settle resolves a reservation admitted here; handled is false for one
+// that was not.
+func (lz *leaser) settle(id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, bool, error) {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	lr, open := lz.local[id]
+	swept := lz.swept[id]
+	if !open && swept == nil {
+		return 0, false, nil
+	}
+	if swept != nil {
+		lr = swept
+	}
+	p := lz.part(lr.partition)
+	for i, key := range lr.keys {
+		sl := p.slices[key]
+		if sl == nil {
+			continue
+		}
+		used, err := units(sl.kind, &lr.debits[i].Limit, actual.Of(lr.debits[i].Limit.Unit))
+		if sl.kind == kMeter {
+			used, err = actual.Of(lr.debits[i].Limit.Unit), nil
+		}
+		if err != nil {
+			return 0, true, err
+		}
+		switch {
+		case swept != nil:
+			// The local sweep charged the reservation in full: correct
+			// that to the actual amount, once (ceilings and meters; as
+			// budget.CorrectSwept, rate state has moved on since).
+			if sl.kind == kCeiling || sl.kind == kMeter {
+				sl.spent += used - lr.amounts[i]
+			}
+		case sl.kind == kConcurrency:
+			sl.held -= lr.amounts[i]
+		default:
+			sl.held -= lr.amounts[i]
+			sl.spent += used
+		}
+	}
+	o := budget.Settled
+	if swept != nil {
+		o = budget.Corrected
+		delete(lz.swept, id)
+	} else {
+		delete(lz.local, id)
+	}
+	lz.s.rememberSettled(id)
+	if len(rec) > 0 {
+		code := settleSettled
+		if o == budget.Corrected {
+			code = settleCorrected
+		}
+		p.entries = append(p.entries, string(rec), int64(code))
+	}
+	return o, true, nil
+}
+
+// extend renews a local reservation's lease.
+func (lz *leaser) extend(id string, lease time.Duration) bool {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	lr := lz.local[id]
+	if lr != nil {
+		lr.expires = lz.s.now().Add(lease)
+	}
+	return lr != nil
+}
+
+// sweep charges local reservations whose lease ran out at their reserved
+// amounts, as the Redis sweeper does exact ones.
+func (lz *leaser) sweep() int {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	now := lz.s.now()
+	for id, lr := range lz.swept {
+		if now.After(lr.expires.Add(lz.s.opts.TombstoneTTL)) {
+			delete(lz.swept, id) // as long as Redis keeps a swept reservation's tombstone
+		}
+	}
+	n := 0
+	for id, lr := range lz.local {
+		if now.Before(lr.expires) {
+			continue
+		}
+		p := lz.part(lr.partition)
+		for i, key := range lr.keys {
+			if sl := p.slices[key]; sl != nil {
+				sl.held -= lr.amounts[i]
+				if sl.kind != kConcurrency {
+					sl.spent += lr.amounts[i]
+				}
+			}
+		}
+		if lr.entry != nil && lz.s.opts.Ledger {
+			if rec, err := json.Marshal(lr.entry); err == nil {
+				p.entries = append(p.entries, string(rec), int64(settleExpired))
+			}
+		}
+		delete(lz.local, id)
+		lz.swept[id] = lr
+		n++
+	}
+	return n
+}
+
+// op is one bucket of a lease call.
+type op struct {
+	key, kind      string
+	spent, seen    int64
+	change, need   int64
+	back, capacity int64
+	name           string
+	expiry         int64 // ms on the clock of now
+	drop           bool
+	given          int64 // withheld from local use while the call is out
+}
+
+// flush runs one lease call for partition: spend settled here is charged,
+// slices are renewed or given back, and lacking buckets (key → the amount
+// a request needs) get a take of at least that.
+func (lz *leaser) flush(ctx context.Context, partition string, lacking map[string]int64) error {
+	lz.mu.Lock()
+	p := lz.part(partition)
+	lz.mu.Unlock()
+	p.call.Lock()
+	defer p.call.Unlock()
+
+	lz.mu.Lock()
+	now := lz.s.now()
+	keys := make([]string, 0, len(p.slices))
+	for k := range p.slices {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	ops := make([]op, 0, len(keys)+len(p.dropping))
+	for _, key := range keys {
+		sl := p.slices[key]
+		o := lz.plan(key, sl, lacking, now)
+		if o.drop {
+			// Done with it: from here on only Redis holds it, until the
+			// drop (safe to send again) is confirmed.
+			delete(p.slices, key)
+			p.dropping[key] = o
+			continue
+		}
+		sl.granted -= o.given // not to be admitted against while it may be given back
+		ops = append(ops, o)
+	}
+	for _, o := range p.dropping {
+		ops = append(ops, o)
+	}
+	entries := p.entries
+	p.entries = nil
+	lz.mu.Unlock()
+	if len(ops) == 0 {
+		return nil
+	}
+
+	raw, err := lz.call(ctx, partition, ops, entries)
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	if err != nil {
+		for _, o := range ops {
+			if sl := p.slices[o.key]; sl != nil && !o.drop {
+				sl.granted += o.given // Redis's record says what is held; the next call reads it
+			}
+		}
+		p.entries = append(entries, p.entries...)
+		return err
+	}
+	lz.health = time.Now()
+	lz.s.mu.Lock()
+	lz.s.partitions[partition] = struct{}{}
+	lz.s.mu.Unlock()
+	for i, o := range ops {
+		if o.drop {
+			delete(p.dropping, o.key)
+			continue
+		}
+		sl := p.slices[o.key]
+		v := raw[2+leaseReplyFields*i:]
+		sl.granted, sl.flushed, sl.until = v[0], o.spent, v[6]
+		sl.view = budget.Counters{TAT: v[1], Spent: v[2], Pending: v[3], InFlight: v[4], Override: v[5], HasOverride: v[5] >= 0}
+		_, asked := lacking[o.key]
+		sl.denied = asked && o.change > 0 && sl.free() < lacking[o.key]
+	}
+	return nil
+}
+
+// plan is one slice's part of a lease call. Requires lz.mu.
+func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time.Time) op {
+	o := op{key: key, kind: sl.kind, spent: sl.spent, seen: sl.flushed, capacity: sl.limit.Amount}
+	switch sl.kind {
+	case kRate:
+		tol, _ := budget.RateCost(&sl.limit, sl.limit.Capacity())
+		o.capacity = tol
+	case kCeiling, kMeter:
+		o.name = sl.limit.Bucket
+		o.expiry = budget.PeriodEnd(sl.limit.Period, now, sl.limit.Location).UnixMilli() + ceilingRetention(sl.limit.Period).Milliseconds()
+	}
+	// A bucket of a period that has ended is never reserved again: once
+	// nothing is in flight or unflushed, its slice goes for good.
+	past := (sl.kind == kCeiling || sl.kind == kMeter) && sl.debit.Period != budget.PeriodID(sl.limit.Period, now, sl.limit.Location)
+	free := sl.free()
+	if past && sl.held == 0 && sl.spent == sl.flushed {
+		o.drop, o.change, o.given = true, -max(0, sl.granted), max(0, sl.granted)
+		return o
+	}
+	if sl.kind == kMeter {
+		sl.demand, sl.biggest = 0, 0
+		return o
+	}
+	target := max(2*sl.demand, 8*sl.biggest)
+	if need, ok := lacking[key]; ok && need == 0 {
+		o.change = -max(0, free) // in the way of an exact reservation
+	} else if ok {
+		target = max(target, 2*need)
+		o.change, o.need, o.back = target-free, need-free, max(0, free)
+	} else if sl.demand == 0 {
+		o.change = -max(0, free) // idle: give back everything not in use
+	} else if free < target/2 {
+		o.change = target - free
+	} else if free > 2*target {
+		o.change = -(free - target)
+	}
+	switch {
+	case o.change < 0:
+		o.given = -o.change
+	case o.change > 0:
+		o.given = o.back
+	}
+	sl.demand, sl.biggest = 0, 0
+	return o
+}
+
+// appendTo writes o as lease.lua takes it: sliceFields values.
+func (o *op) appendTo(args []any) []any {
+	drop := "0"
+	if o.drop {
+		drop = "1"
+	}
+	return append(args, o.kind, o.spent, o.seen, o.change, max(0, o.need), o.back, o.capacity, o.name, o.expiry, drop)
+}
+
+// call runs lease.lua.
+func (lz *leaser) call(ctx context.Context, partition string, ops []op, entries []any) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, lz.s.opts.Timeout)
+	defer cancel()
+	tag := lz.s.tag(partition)
+	keys := make([]string, 0, 4+len(ops))
+	keys = append(keys, tag+"lessees", tag+"lessee:"+lz.opts.Instance, tag+"ceilings", tag+"ledger")
+	args := make([]any, 0, 5+sliceFields*len(ops)+len(entries))
+	args = append(args, lz.opts.Instance, lz.s.nowArg(), lz.opts.TTL.Microseconds(), len(ops), len(entries)/2)
+	for i := range ops {
+		keys = append(keys, ops[i].key)
+		args = ops[i].appendTo(args)
+	}
+	args = append(args, entries...)
+	var raw []int64
+	err := lz.s.do(func() (err error) {
+		raw, err = leaseScript.Run(ctx, lz.s.rdb, keys, args...).Int64Slice()
+		return err
+	})
+	if err != nil {
+		if isScriptError(err) {
+			return nil, fmt.Errorf("redisstore: lease: %w", err)
+		}
+		return nil, unavailable("lease", err)
+	}
+	if len(raw) != 2+leaseReplyFields*len(ops) {
+		return nil, fmt.Errorf("redisstore: lease: reply of %d values for %d buckets", len(raw), len(ops))
+	}
+	return raw, nil
+}
+
+// flushAll runs a lease call for every partition with slices.
+func (lz *leaser) flushAll(ctx context.Context) error {
+	lz.mu.Lock()
+	parts := make([]string, 0, len(lz.parts))
+	for p := range lz.parts {
+		parts = append(parts, p)
+	}
+	lz.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, lz.flush(ctx, p, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// adjust replaces, in counters read from Redis, this process's slices by
+// what its requests use of them (Peek).
+func (lz *leaser) adjust(partition string, keys []string, counters []budget.Counters) {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	p := lz.parts[partition]
+	if p == nil {
+		return
+	}
+	for i, key := range keys {
+		if sl := p.slices[key]; sl != nil {
+			view := sl.view
+			sl.view = counters[i]
+			counters[i] = sl.counters()
+			sl.view = view
+		}
+	}
+}
+
+// expireLessees charges the slices of every instance of partition whose
+// lessee record ran out.
+func (lz *leaser) expireLessees(ctx context.Context, partition string) (int, error) {
+	tag := lz.s.tag(partition)
+	var ids []string
+	err := lz.s.do(func() (err error) {
+		ids, err = expiredScript.Run(ctx, lz.s.rdb, []string{tag + "lessees"}, lz.s.nowArg(), sweepBatch).StringSlice()
+		return err
+	})
+	if err != nil {
+		return 0, unavailable("sweeping lessees", err)
+	}
+	n := 0
+	for _, id := range ids {
+		var k int64
+		err := lz.s.do(func() (err error) {
+			k, err = lesseeExpireScript.Run(ctx, lz.s.rdb, []string{tag + "lessees", tag + "lessee:" + id}, id, lz.s.nowArg()).Int64()
+			return err
+		})
+		if err != nil {
+			return n, unavailable("sweeping lessees", err)
+		}
+		if k > 0 {
+			n++
+			lz.s.opts.Log.Warn("charged the slices of an instance that stopped renewing them", "partition", partition, "instance", id, "slices", k)
+		}
+	}
+	return n, nil
+}
+
+// RunLeases flushes and renews this process's slices every Flush until ctx
+// is done, then gives back what it can. It does nothing without leases.
+func (s *Store) RunLeases(ctx context.Context) {
+	if s.lease == nil {
+		return
+	}
+	t := time.NewTicker(s.lease.opts.Flush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.FlushLeases(ctx); err != nil && ctx.Err() == nil {
+				s.opts.Log.Warn("flushing budget leases", "err", err)
+			}
+		}
+	}
+}
+
+// FlushLeases runs one lease call per partition now: spend settled here
+// is charged, slices renewed or given back (RunLeases does it every Flush).
+func (s *Store) FlushLeases(ctx context.Context) error {
+	if s.lease == nil {
+		return nil
+	}
+	return s.lease.flushAll(ctx)
+}
+
+// ReturnLeases flushes what was spent here and gives back every slice not
+// held by a request in flight (at shutdown, after the last request).
+func (s *Store) ReturnLeases(ctx context.Context) error {
+	if s.lease == nil {
+		return nil
+	}
+	s.lease.mu.Lock()
+	for _, p := range s.lease.parts {
+		for _, sl := range p.slices {
+			sl.demand, sl.biggest = 0, 0
+		}
+	}
+	s.lease.mu.Unlock()
+	return s.lease.flushAll(ctx)
+}

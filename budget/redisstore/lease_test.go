@@ -1,0 +1,252 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/redisstore"
+	"github.com/tollgate-dev/tollgate/budget/storetest"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+)
+
+func leased(rdb redis.UniversalClient, now func() time.Time) *redisstore.Store {
+	return redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, SettleTimeout: 5 * time.Second, Now: now,
+		Partitions: []string{"acme"}, Leases: &redisstore.LeaseOptions{}})
+}
+
+// With leases, requests are admitted and settled without a round trip:
+// after the first lease call, a hundred requests cost Redis a handful of
+// calls, and one flush charges exactly what they spent.
+func TestLeasedRequestsNeedNoRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := leased(rdb, nil)
+	e := budget.NewEngine(s, time.Minute)
+	limits := requestLimits()
+	est, actual := budget.Amounts{Tokens: 100, Requests: 1, Cost: 1000}, budget.Amounts{Tokens: 60, Requests: 1, Cost: 600}
+	for range 10 { // the slices grow with demand
+		r, _, err := e.Reserve(bg, limits, est)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Settle(bg, r, actual); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FlushLeases(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := &countingHook{calls: map[string]int{}}
+	rdb.AddHook(hook)
+	const n = 100
+	for range n {
+		r, res, err := e.Reserve(bg, limits, est)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Allowed || len(res.Status) != len(limits) {
+			t.Fatalf("result %+v", res)
+		}
+		if o, err := e.Settle(bg, r, actual); err != nil || o != budget.Settled {
+			t.Fatalf("settle: %v %v", o, err)
+		}
+	}
+	t.Logf("%d requests, script calls %v", n, hook.calls)
+	if calls := hook.calls["evalsha"]; calls > n/10 {
+		t.Fatalf("%d requests took %d script calls, want at most %d", n, calls, n/10)
+	}
+	if err := s.ReturnLeases(bg); err != nil {
+		t.Fatal(err)
+	}
+	spent, pending := spentOf(t, rdb, "tg", budget.Limit{Bucket: limits[0].Bucket, Partition: "acme", Period: budget.Month})
+	if want := int64(n+10) * 600; spent != want || pending != 0 {
+		t.Fatalf("after returning the leases: spent %d pending %d, want %d and 0", spent, pending, want)
+	}
+	if n := rdb.Exists(bg, "tg:{acme}:n:team:acme/ml:in-flight").Val(); n != 0 {
+		t.Fatal("concurrency slots still held after every request settled and the leases went back")
+	}
+}
+
+// Four instances share one ceiling through leases, 64 callers at once:
+// Redis's spent + pending (the instances' slices among it) is never above
+// the ceiling, and once the leases go back the spend is exactly what the
+// requests reported.
+func TestLeasesHoldTheCeilingAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	team := teamCeiling("acme", 20*budget.Dollar)
+	var stores []*redisstore.Store
+	ctx, cancel := context.WithCancel(bg)
+	var loops sync.WaitGroup
+	for range 4 {
+		s := leased(rdb, nil)
+		stores = append(stores, s)
+		loops.Go(func() { s.RunLeases(ctx) })
+	}
+	var spentTotal, refused atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	over := make(chan string, 1)
+	sampler.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if spent, pending := spentOf(t, rdb, "tg", team); spent+pending > int64(team.Amount) {
+				select {
+				case over <- "spent + pending above the ceiling":
+				default:
+				}
+			}
+		}
+	})
+	var callers sync.WaitGroup
+	for c := range 64 {
+		e := budget.NewEngine(stores[c%4], time.Minute)
+		callers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			for {
+				est := budget.Money(1_000 + rng.IntN(200_000))
+				r, _, err := e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: est})
+				if errors.Is(err, budget.ErrExhausted) || errors.Is(err, budget.ErrOverBudget) {
+					if refused.Add(1) > 2000 {
+						return
+					}
+					continue
+				}
+				if errors.Is(err, budget.ErrHeld) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				used := budget.Money(rng.Int64N(int64(est) + 1))
+				if _, err := e.Settle(bg, r, budget.Amounts{Cost: used}); err != nil {
+					t.Error(err)
+					return
+				}
+				spentTotal.Add(int64(used))
+			}
+		})
+	}
+	callers.Wait()
+	close(stop)
+	sampler.Wait()
+	cancel()
+	loops.Wait()
+	select {
+	case msg := <-over:
+		t.Fatal(msg)
+	default:
+	}
+	for _, s := range stores {
+		if err := s.ReturnLeases(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spent, pending := spentOf(t, rdb, "tg", team)
+	if spent != spentTotal.Load() || pending != 0 {
+		t.Fatalf("spent %d pending %d; the requests reported %d", spent, pending, spentTotal.Load())
+	}
+	if spent > int64(team.Amount) {
+		t.Fatalf("spent %d over the ceiling %d", spent, team.Amount)
+	}
+	t.Logf("spent %d of %d (%.1f %%), %d refusals", spent, team.Amount, 100*float64(spent)/float64(team.Amount), refused.Load())
+}
+
+// An instance that dies holding slices: once its lessee record expires,
+// another instance's sweep charges the slices in full (a ceiling's) or frees
+// them (concurrency), once.
+func TestADeadInstancesSlicesAreChargedInFull(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	c := storetest.NewClock(time.Now())
+	dead, alive := leased(rdb, c.Now), leased(rdb, c.Now)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	slots := budget.Limit{Bucket: "team:acme/t:in-flight", Name: "in-flight", Partition: "acme", Scope: budget.ScopeTeam,
+		Kind: budget.Concurrency, Unit: budget.Requests, Amount: 10}
+	e := budget.NewEngine(dead, time.Minute)
+	r, _, err := e.Reserve(bg, []budget.Limit{team, slots}, budget.Amounts{Cost: budget.Dollar, Requests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Settle(bg, r, budget.Amounts{Cost: 300_000, Requests: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Reserve(bg, []budget.Limit{team, slots}, budget.Amounts{Cost: budget.Dollar, Requests: 1}); err != nil {
+		t.Fatal(err) // in flight when it dies
+	}
+	_, held := spentOf(t, rdb, "tg", team)
+	if held < int64(budget.Dollar) {
+		t.Fatalf("the slice holds %d, less than the request in flight", held)
+	}
+	// dead stops here: no flush, no renewal.
+	c.Advance(5 * time.Second)
+	if _, err := alive.Sweep(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, pending := spentOf(t, rdb, "tg", team); pending != held {
+		t.Fatalf("a live lessee's slice was touched: pending %d, was %d", pending, held)
+	}
+	c.Advance(6 * time.Second) // past the 10 s lessee lifetime
+	for range 2 {
+		if _, err := alive.Sweep(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spent, pending := spentOf(t, rdb, "tg", team)
+	if spent != held || pending != 0 {
+		t.Fatalf("after the sweep: spent %d pending %d, want the whole slice %d charged once", spent, pending, held)
+	}
+	if n, _ := rdb.Get(bg, "tg:{acme}:n:team:acme/t:in-flight").Int64(); n != 0 {
+		t.Fatalf("%d slots still held by the dead instance", n)
+	}
+}
+
+// Near the ceiling nothing is stranded: a slice an idle instance holds goes
+// back at its next flush, and another instance can then reserve the whole
+// remainder.
+func TestAnIdleInstanceGivesItsSliceBack(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	a, b := leased(rdb, nil), leased(rdb, nil)
+	team := teamCeiling("acme", 10*budget.Dollar)
+	ea, eb := budget.NewEngine(a, time.Minute), budget.NewEngine(b, time.Minute)
+	r, _, err := ea.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: budget.Dollar})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.Settle(bg, r, budget.Amounts{Cost: budget.Dollar}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FlushLeases(bg); err != nil { // a was busy: it keeps a slice
+		t.Fatal(err)
+	}
+	if _, pending := spentOf(t, rdb, "tg", team); pending == 0 {
+		t.Fatal("a holds no slice: the test proves nothing")
+	}
+	if err := a.FlushLeases(bg); err != nil { // a was idle: it gives it back
+		t.Fatal(err)
+	}
+	if spent, pending := spentOf(t, rdb, "tg", team); spent != int64(budget.Dollar) || pending != 0 {
+		t.Fatalf("after an idle flush: spent %d pending %d", spent, pending)
+	}
+	if _, _, err := eb.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 9 * budget.Dollar}); err != nil {
+		t.Fatalf("the whole remainder: %v", err)
+	}
+	if _, _, err := eb.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 1}); !errors.Is(err, budget.ErrHeld) {
+		t.Fatalf("past the ceiling: %v, want ErrHeld", err)
+	}
+}

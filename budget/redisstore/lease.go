@@ -57,8 +57,9 @@ type LeaseOptions struct {
 	Flush time.Duration
 	// TTL is how long slices outlive the last flush before a sweeper
 	// charges them (default 10 s). Requests are admitted locally only
-	// while the last flush is younger than TTL/2: when Redis is away
-	// longer, every request is reserved exactly, and fails closed.
+	// while the last flush reached Redis and is younger than TTL/2: once a
+	// flush fails, every request is reserved exactly, and fails closed, so
+	// a Redis that goes away is noticed within one Flush.
 	TTL time.Duration
 }
 
@@ -72,6 +73,7 @@ type leaser struct {
 	local  map[string]*localReservation // admitted here, not yet settled
 	swept  map[string]*localReservation // charged in full by the local sweep
 	health time.Time                    // the last flush that reached Redis
+	failed bool                         // a flush failed since: Redis may be away
 }
 
 // partLease is one partition's slices.
@@ -80,6 +82,7 @@ type partLease struct {
 	slices   map[string]*slice
 	dropping map[string]op // slices of past periods given up, until Redis confirms
 	entries  []any         // ledger entries (JSON, outcome) not yet flushed
+	epoch    int64         // the partition's epoch at the last lease call (under call)
 }
 
 // slice is what this process holds of one bucket. Units: a ceiling's or
@@ -207,8 +210,8 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 	if lz.local[r.ID] != nil || lz.s.settledHere(r.ID) {
 		return budget.Result{Decider: -1}, nil, false // the exact path reports the duplicate
 	}
-	if time.Since(lz.health) > lz.opts.TTL/2 {
-		return budget.Result{Decider: -1}, nil, false
+	if lz.failed || time.Since(lz.health) > lz.opts.TTL/2 {
+		return budget.Result{Decider: -1}, nil, false // reserve exactly: fail closed if Redis is away
 	}
 	p := lz.part(lr.partition)
 	var lacking map[string]int64
@@ -408,16 +411,18 @@ func (lz *leaser) sweep() int {
 	return n
 }
 
-// op is one bucket of a lease call.
+// op is one bucket of a lease call. target, floor and fallback are
+// absolute slices (lease.lua).
 type op struct {
-	key, kind      string
-	spent, seen    int64
-	change, need   int64
-	back, capacity int64
-	name           string
-	expiry         int64 // ms on the clock of now
-	drop           bool
-	given          int64 // withheld from local use while the call is out
+	key, kind               string
+	spent, seen             int64
+	target, floor, fallback int64
+	capacity                int64
+	name                    string
+	expiry                  int64 // ms on the clock of now
+	drop                    bool
+	given                   int64 // withheld from local use while the call is out
+	asked                   bool  // a take a request waits for
 }
 
 // flush runs one lease call for partition: spend settled here is charged,
@@ -461,7 +466,7 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 		return nil
 	}
 
-	raw, err := lz.call(ctx, partition, ops, entries)
+	raw, err := lz.call(ctx, partition, p.epoch, ops, entries)
 	lz.mu.Lock()
 	defer lz.mu.Unlock()
 	if err != nil {
@@ -471,9 +476,10 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 			}
 		}
 		p.entries = append(entries, p.entries...)
+		lz.failed = lz.failed || errors.Is(err, budget.ErrStoreUnavailable)
 		return err
 	}
-	lz.health = time.Now()
+	lz.health, lz.failed, p.epoch = time.Now(), false, raw[2]
 	lz.s.mu.Lock()
 	lz.s.partitions[partition] = struct{}{}
 	lz.s.mu.Unlock()
@@ -483,11 +489,10 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 			continue
 		}
 		sl := p.slices[o.key]
-		v := raw[2+leaseReplyFields*i:]
+		v := raw[3+leaseReplyFields*i:]
 		sl.granted, sl.flushed, sl.until = v[0], o.spent, v[6]
 		sl.view = budget.Counters{TAT: v[1], Spent: v[2], Pending: v[3], InFlight: v[4], Override: v[5], HasOverride: v[5] >= 0}
-		_, asked := lacking[o.key]
-		sl.denied = asked && o.change > 0 && sl.free() < lacking[o.key]
+		sl.denied = o.asked && sl.free() < lacking[o.key]
 	}
 	return nil
 }
@@ -506,33 +511,39 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 	// A bucket of a period that has ended is never reserved again: once
 	// nothing is in flight or unflushed, its slice goes for good.
 	past := (sl.kind == kCeiling || sl.kind == kMeter) && sl.debit.Period != budget.PeriodID(sl.limit.Period, now, sl.limit.Location)
-	free := sl.free()
 	if past && sl.held == 0 && sl.spent == sl.flushed {
-		o.drop, o.change, o.given = true, -max(0, sl.granted), max(0, sl.granted)
+		o.drop = true
+		o.given = max(0, sl.granted)
 		return o
 	}
 	if sl.kind == kMeter {
 		sl.demand, sl.biggest = 0, 0
 		return o
 	}
-	target := max(2*sl.demand, 8*sl.biggest)
-	if need, ok := lacking[key]; ok && need == 0 {
-		o.change = -max(0, free) // in the way of an exact reservation
-	} else if ok {
-		target = max(target, 2*need)
-		o.change, o.need, o.back = target-free, need-free, max(0, free)
-	} else if sl.demand == 0 {
-		o.change = -max(0, free) // idle: give back everything not in use
-	} else if free < target/2 {
-		o.change = target - free
-	} else if free > 2*target {
-		o.change = -(free - target)
+	// The slice once this call has charged the spend: what it holds for
+	// requests in flight and what is free.
+	unflushed := sl.spent - sl.flushed
+	if sl.kind == kConcurrency {
+		unflushed = 0
 	}
+	after, free := max(0, sl.granted-unflushed), sl.free()
+	want := max(2*sl.demand, 8*sl.biggest)
+	o.target, o.fallback = after, sl.held
+	need, asked := lacking[key]
 	switch {
-	case o.change < 0:
-		o.given = -o.change
-	case o.change > 0:
-		o.given = o.back
+	case asked && need == 0:
+		o.target = sl.held // in the way of an exact reservation
+	case asked:
+		o.target, o.floor, o.asked = sl.held+max(want, 2*need), sl.held+need, true
+	case sl.demand == 0:
+		o.target = sl.held // idle: give back everything not in use
+	case free < want/2 || free > 2*want:
+		o.target = sl.held + want
+	}
+	if o.target < after {
+		o.given = after - o.target
+	} else if o.asked {
+		o.given = max(0, after-o.fallback)
 	}
 	sl.demand, sl.biggest = 0, 0
 	return o
@@ -544,18 +555,18 @@ func (o *op) appendTo(args []any) []any {
 	if o.drop {
 		drop = "1"
 	}
-	return append(args, o.kind, o.spent, o.seen, o.change, max(0, o.need), o.back, o.capacity, o.name, o.expiry, drop)
+	return append(args, o.kind, o.spent, o.seen, max(0, o.target), max(0, o.floor), max(0, o.fallback), o.capacity, o.name, o.expiry, drop)
 }
 
 // call runs lease.lua.
-func (lz *leaser) call(ctx context.Context, partition string, ops []op, entries []any) ([]int64, error) {
+func (lz *leaser) call(ctx context.Context, partition string, epoch int64, ops []op, entries []any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, lz.s.opts.Timeout)
 	defer cancel()
 	tag := lz.s.tag(partition)
 	keys := make([]string, 0, 4+len(ops))
 	keys = append(keys, tag+"lessees", tag+"lessee:"+lz.opts.Instance, tag+"ceilings", tag+"ledger")
-	args := make([]any, 0, 5+sliceFields*len(ops)+len(entries))
-	args = append(args, lz.opts.Instance, lz.s.nowArg(), lz.opts.TTL.Microseconds(), len(ops), len(entries)/2)
+	args := make([]any, 0, 6+sliceFields*len(ops)+len(entries))
+	args = append(args, lz.opts.Instance, lz.s.nowArg(), lz.opts.TTL.Microseconds(), len(ops), len(entries)/2, epoch)
 	for i := range ops {
 		keys = append(keys, ops[i].key)
 		args = ops[i].appendTo(args)
@@ -572,7 +583,7 @@ func (lz *leaser) call(ctx context.Context, partition string, ops []op, entries 
 		}
 		return nil, unavailable("lease", err)
 	}
-	if len(raw) != 2+leaseReplyFields*len(ops) {
+	if len(raw) != 3+leaseReplyFields*len(ops) {
 		return nil, fmt.Errorf("redisstore: lease: reply of %d values for %d buckets", len(raw), len(ops))
 	}
 	return raw, nil

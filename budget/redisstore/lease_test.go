@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,5 +249,99 @@ func TestAnIdleInstanceGivesItsSliceBack(t *testing.T) {
 	}
 	if _, _, err := eb.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 1}); !errors.Is(err, budget.ErrHeld) {
 		t.Fatalf("past the ceiling: %v, want ErrHeld", err)
+	}
+}
+
+// pairs reserves and settles n requests of cost each through e, returning
+// what they spent.
+func pairs(t *testing.T, e *budget.Engine, l budget.Limit, n int, cost budget.Money) int64 {
+	t.Helper()
+	var spent int64
+	for range n {
+		r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 2 * cost})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Settle(bg, r, budget.Amounts{Cost: cost}); err != nil {
+			t.Fatal(err)
+		}
+		spent += int64(cost)
+	}
+	return spent
+}
+
+// refusedWithin reserves until the store says it is unavailable, up to 5 s.
+func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
+		if errors.Is(err, budget.ErrStoreUnavailable) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Settle(bg, r, budget.Amounts{Cost: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("a leased store kept admitting for 5 s with Redis away")
+}
+
+// A frozen Redis: the first flush that fails stops local admission, so a
+// leased store fails closed like an exact one; what was spent meanwhile
+// is charged once when Redis answers again.
+func TestLeasedStoreFailsClosedWhenRedisStops(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := redisstore.New(rdb, redisstore.Options{Timeout: 200 * time.Millisecond, SettleTimeout: 200 * time.Millisecond,
+		Partitions: []string{"acme"}, Leases: &redisstore.LeaseOptions{Flush: 20 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	go s.RunLeases(ctx)
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	want := pairs(t, e, team, 50, 1_000)
+	srv.Signal(syscall.SIGSTOP)
+	refusedWithin(t, e, team)
+	srv.Signal(syscall.SIGCONT)
+	cancel()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := s.ReturnLeases(bg); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	if spent, pending := spentOf(t, rdb, "tg", team); spent != want || pending != 0 {
+		t.Fatalf("spent %d pending %d, want %d once and nothing pending", spent, pending, want)
+	}
+}
+
+// Redis restarted without its data while a leased store held unflushed
+// spend: its next flush sees another epoch and charges everything it ever
+// spent of the bucket, as a spooled settlement would.
+func TestLeasedSpendSurvivesRedisLosingItsData(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := leased(rdb, nil)
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	want := pairs(t, e, team, 20, 1_000)
+	if err := s.FlushLeases(bg); err != nil {
+		t.Fatal(err)
+	}
+	want += pairs(t, e, team, 10, 1_000) // not flushed yet
+	srv.Kill()
+	srv.Restart() // no persistence: empty
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := s.ReturnLeases(bg); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	if spent, _ := spentOf(t, rdb, "tg", team); spent != want {
+		t.Fatalf("spent %d after Redis lost its data, want all %d this instance spent", spent, want)
 	}
 }

@@ -92,6 +92,12 @@ func (c *Config) SetDefaults() {
 		if r.SettleTimeout == 0 {
 			r.SettleTimeout = time.Second
 		}
+		if r.LeaseFlush == 0 {
+			r.LeaseFlush = 200 * time.Millisecond
+		}
+		if r.LeaseTTL == 0 {
+			r.LeaseTTL = 10 * time.Second
+		}
 		if r.OnUnavailable == "" {
 			r.OnUnavailable = "fail_closed"
 		}
@@ -315,6 +321,12 @@ func (c *Config) validate(v *validator) {
 		}
 		if r.PoolSize < 1 {
 			v.addf("store.redis.pool_size", "must be at least 1")
+		}
+		if r.LeaseFlush < time.Millisecond || r.LeaseFlush > time.Second {
+			v.addf("store.redis.lease_flush", "want 1ms to 1s, got %v", r.LeaseFlush)
+		}
+		if r.LeaseTTL < 10*r.LeaseFlush {
+			v.addf("store.redis.lease_ttl", "want at least 10 × lease_flush (%v), got %v", 10*r.LeaseFlush, r.LeaseTTL)
 		}
 	default:
 		v.addf("store.kind", "unknown store %q (want embedded or redis)", c.Store.Kind)

@@ -77,7 +77,7 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 	}
 	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
 		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
-			Partitions: orgs, Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != ""})}
+			Partitions: orgs, Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != "", Leases: leaseOptions(rc)})}
 	if cfg.LedgerPostgres != "" {
 		if s.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
 			s.close()
@@ -213,9 +213,18 @@ func (s *sharedStore) ready(ctx context.Context) error {
 	return nil
 }
 
+// leaseOptions are the store's budget leases, or nil for exact reservations.
+func leaseOptions(rc config.Redis) *redisstore.LeaseOptions {
+	if !rc.Leases {
+		return nil
+	}
+	return &redisstore.LeaseOptions{Flush: rc.LeaseFlush, TTL: rc.LeaseTTL}
+}
+
 func (s *sharedStore) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.spool.Run(ctx, s.store, spoolReplayInterval, s.log) })
+	wg.Go(func() { s.store.RunLeases(ctx) })
 	if s.pg != nil {
 		name, _ := os.Hostname()
 		wg.Go(func() {
@@ -243,6 +252,14 @@ func (s *sharedStore) run(ctx context.Context) {
 // close makes a last attempt to empty the spool, then closes everything;
 // what is still spooled stays in the spool file for the next start.
 func (s *sharedStore) close() error {
+	// What this instance spent of its slices is flushed and the slices
+	// go back; if Redis is away, they are charged in full when their
+	// lessee record expires.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.store.ReturnLeases(ctx); err != nil {
+		s.log.Error("returning budget leases at shutdown; their slices are charged in full when they expire", "err", err)
+	}
+	cancel()
 	if s.spool.Len() > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		n, _ := s.spool.Replay(ctx, s.store)

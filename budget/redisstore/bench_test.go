@@ -160,14 +160,26 @@ func BenchmarkReserveSettleMeters(b *testing.B) {
 //
 // TOLLGATE_BENCH_REDIS=host:port runs it against that server instead of
 // one of its own (bench/redis-callgrind.sh: a redis-server under callgrind).
-func BenchmarkRedisCost(b *testing.B) {
+func BenchmarkRedisCost(b *testing.B) { redisCostOf(b, nil) }
+
+// BenchmarkRedisCostLeased is BenchmarkRedisCost with budget leases on,
+// flushed every 200 ms as in production (the figures include the flushes).
+//
+//	go test -run XXX -bench RedisCostLeased -benchtime 20000x ./budget/redisstore/
+func BenchmarkRedisCostLeased(b *testing.B) { redisCostOf(b, &redisstore.LeaseOptions{}) }
+
+func redisCostOf(b *testing.B, leases *redisstore.LeaseOptions) {
 	addr := os.Getenv("TOLLGATE_BENCH_REDIS")
 	if addr == "" {
 		addr = redistest.Start(b).Addr
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
-	e := budget.NewEngine(redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Ledger: true}), time.Minute)
+	store := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Ledger: true, Leases: leases})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	go store.RunLeases(ctx)
+	e := budget.NewEngine(store, time.Minute)
 	limits := requestLimits()
 	for _, p := range []budget.Period{budget.Day, budget.Month} {
 		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
@@ -192,6 +204,9 @@ func BenchmarkRedisCost(b *testing.B) {
 	for range b.N {
 		pair()
 	}
+	if err := store.FlushLeases(bg); err != nil { // the last of the leased spend
+		b.Fatal(err)
+	}
 	c1 := redisCost(b, rdb)
 	for range b.N {
 		if err := trivial.Run(bg, rdb, nil).Err(); err != nil {
@@ -207,15 +222,16 @@ func BenchmarkRedisCost(b *testing.B) {
 	b.ReportMetric(pairCPU/trivialCPU, "pair/trivial")
 	b.ReportMetric((c1.script-c0.script)/n, "script-µs/pair")
 	b.ReportMetric((c2.script-c1.script)/n, "script-µs/trivial")
-	b.ReportMetric(float64(c1.calls-c0.calls)/n-2, "commands/pair") // the two EVALSHAs themselves aside
+	b.ReportMetric(float64((c1.calls-c1.scripts)-(c0.calls-c0.scripts))/n, "commands/pair") // run by the scripts
+	b.ReportMetric(float64(c1.scripts-c0.scripts)/n, "scripts/pair")
 	b.ReportMetric(float64(c1.keys-c0.keys)/n, "keys-left/pair")
 }
 
 // cost is what Redis reports having spent: CPU (user + system) and time in
 // scripts, in µs, commands run and keys held.
 type cost struct {
-	cpu, script float64
-	calls, keys int64
+	cpu, script          float64
+	calls, scripts, keys int64
 }
 
 // redisCost reads what Redis has spent so far.
@@ -237,7 +253,8 @@ func redisCost(b *testing.B, rdb *redis.Client) (c cost) {
 			calls, rest, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			n, _ := strconv.ParseInt(calls, 10, 64)
 			c.calls += n
-			if k == "cmdstat_evalsha" {
+			if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
+				c.scripts += n
 				us, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
 				f, _ := strconv.ParseFloat(us, 64)
 				c.script += f

@@ -95,8 +95,9 @@ type slice struct {
 	held    int64        // reserved by requests in flight here
 	spent   int64        // all settled here, ever (flushed is what Redis has)
 	flushed int64
-	demand  int64 // reserved since the last flush
-	biggest int64 // the largest single reservation since the last flush
+	demand  int64 // reserved since the last periodic flush
+	rate    int64 // reserved in the interval before that: the demand per Flush
+	biggest int64 // the largest single reservation in those two intervals
 	view    budget.Counters
 	until   int64 // when view's run-time ceiling lapses (unix µs; 0: never)
 	denied  bool  // a take was refused: reserve exactly until the next flush
@@ -131,7 +132,7 @@ func newLeaser(s *Store, o LeaseOptions) *leaser {
 		o.TTL = 10 * time.Second
 	}
 	return &leaser{s: s, opts: o, parts: map[string]*partLease{}, local: map[string]*localReservation{},
-		swept: map[string]*localReservation{}, health: time.Now()}
+		swept: map[string]*localReservation{}, health: s.now()}
 }
 
 // leasable tells a debit this process can admit against a slice.
@@ -210,9 +211,12 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 	if lz.local[r.ID] != nil || lz.s.settledHere(r.ID) {
 		return budget.Result{Decider: -1}, nil, false // the exact path reports the duplicate
 	}
-	if lz.failed || time.Since(lz.health) > lz.opts.TTL/2 {
+	if lz.failed {
 		return budget.Result{Decider: -1}, nil, false // reserve exactly: fail closed if Redis is away
 	}
+	// Slices are trusted while the last flush is younger than TTL/2 (a
+	// sweeper charges them at TTL); past it, they are renewed first.
+	stale := lz.s.now().Sub(lz.health) > lz.opts.TTL/2
 	p := lz.part(lr.partition)
 	var lacking map[string]int64
 	for i, key := range lr.keys {
@@ -222,7 +226,7 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 			p.slices[key] = sl
 		}
 		sl.limit, sl.debit = r.Debits[i].Limit, r.Debits[i]
-		if need := lr.amounts[i]; sl.kind != kMeter && sl.free() < need {
+		if need := lr.amounts[i]; sl.kind != kMeter && (stale || sl.free() < need) {
 			if lacking == nil {
 				lacking = map[string]int64{}
 			}
@@ -363,6 +367,14 @@ func (lz *leaser) settle(id string, actual budget.Amounts, rec json.RawMessage) 
 	return o, true, nil
 }
 
+// answered notes that Redis answered an exact reservation: after a failed
+// flush, the next request asks for slices again.
+func (lz *leaser) answered() {
+	lz.mu.Lock()
+	lz.failed = false
+	lz.mu.Unlock()
+}
+
 // extend renews a local reservation's lease.
 func (lz *leaser) extend(id string, lease time.Duration) bool {
 	lz.mu.Lock()
@@ -436,6 +448,10 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	defer p.call.Unlock()
 
 	lz.mu.Lock()
+	if lacking != nil && lz.satisfied(p, lacking) {
+		lz.mu.Unlock()
+		return nil // a call made while this one waited got the room
+	}
 	now := lz.s.now()
 	keys := make([]string, 0, len(p.slices))
 	for k := range p.slices {
@@ -479,7 +495,7 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 		lz.failed = lz.failed || errors.Is(err, budget.ErrStoreUnavailable)
 		return err
 	}
-	lz.health, lz.failed, p.epoch = time.Now(), false, raw[2]
+	lz.health, lz.failed, p.epoch = lz.s.now(), false, raw[2]
 	lz.s.mu.Lock()
 	lz.s.partitions[partition] = struct{}{}
 	lz.s.mu.Unlock()
@@ -497,7 +513,23 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	return nil
 }
 
-// plan is one slice's part of a lease call. Requires lz.mu.
+// satisfied tells whether every take in lacking is already met (a give-back
+// never is, nor anything while the slices are stale). Requires lz.mu.
+func (lz *leaser) satisfied(p *partLease, lacking map[string]int64) bool {
+	if lz.s.now().Sub(lz.health) > lz.opts.TTL/2 {
+		return false
+	}
+	for key, need := range lacking {
+		if sl := p.slices[key]; need == 0 || sl == nil || sl.free() < need {
+			return false
+		}
+	}
+	return true
+}
+
+// plan is one slice's part of a lease call: a periodic one (lacking nil)
+// renews every slice by its demand; one a request waits for only takes
+// what lacking asks or gives back. Requires lz.mu.
 func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time.Time) op {
 	o := op{key: key, kind: sl.kind, spent: sl.spent, seen: sl.flushed, capacity: sl.limit.Amount}
 	switch sl.kind {
@@ -516,8 +548,14 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 		o.given = max(0, sl.granted)
 		return o
 	}
+	periodic := lacking == nil
+	if periodic {
+		sl.rate, sl.demand = sl.demand, 0
+		if sl.rate == 0 {
+			sl.biggest = 0
+		}
+	}
 	if sl.kind == kMeter {
-		sl.demand, sl.biggest = 0, 0
 		return o
 	}
 	// The slice once this call has charged the spend: what it holds for
@@ -527,7 +565,7 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 		unflushed = 0
 	}
 	after, free := max(0, sl.granted-unflushed), sl.free()
-	want := max(2*sl.demand, 8*sl.biggest)
+	want := max(2*max(sl.rate, sl.demand), 8*sl.biggest)
 	o.target, o.fallback = after, sl.held
 	need, asked := lacking[key]
 	switch {
@@ -535,9 +573,9 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 		o.target = sl.held // in the way of an exact reservation
 	case asked:
 		o.target, o.floor, o.asked = sl.held+max(want, 2*need), sl.held+need, true
-	case sl.demand == 0:
-		o.target = sl.held // idle: give back everything not in use
-	case free < want/2 || free > 2*want:
+	case periodic && sl.rate == 0:
+		o.target = sl.held // idle for a whole interval: give back everything not in use
+	case periodic && (free < want/2 || free > 2*want):
 		o.target = sl.held + want
 	}
 	if o.target < after {
@@ -545,7 +583,6 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 	} else if o.asked {
 		o.given = max(0, after-o.fallback)
 	}
-	sl.demand, sl.biggest = 0, 0
 	return o
 }
 
@@ -691,7 +728,7 @@ func (s *Store) ReturnLeases(ctx context.Context) error {
 	s.lease.mu.Lock()
 	for _, p := range s.lease.parts {
 		for _, sl := range p.slices {
-			sl.demand, sl.biggest = 0, 0
+			sl.demand = 0 // the periodic flush below finds it idle
 		}
 	}
 	s.lease.mu.Unlock()

@@ -345,3 +345,19 @@ func TestLeasedSpendSurvivesRedisLosingItsData(t *testing.T) {
 		t.Fatalf("spent %d after Redis lost its data, want all %d this instance spent", spent, want)
 	}
 }
+
+// A leased store that sat idle longer than its slices are trusted (no
+// partition yet, so nothing to flush) still leases when requests come.
+func TestALeasedStoreIdleAtStartStillLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	c := storetest.NewClock(time.Now())
+	s := leased(rdb, c.Now)
+	c.Advance(time.Minute)
+	hook := &countingHook{calls: map[string]int{}}
+	rdb.AddHook(hook)
+	pairs(t, budget.NewEngine(s, time.Minute), teamCeiling("acme", 100*budget.Dollar), 50, 1_000)
+	if calls := hook.calls["evalsha"]; calls > 5 {
+		t.Fatalf("50 requests took %d script calls: the idle store never leased", calls)
+	}
+}

@@ -26,8 +26,8 @@ UP=127.0.0.1:18090 BARE=127.0.0.1:18081 TG=127.0.0.1:18082 TGR=127.0.0.1:18083 T
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir "$bin" --daemonize yes --pidfile "$bin/redis.pid" >/dev/null
 trap 'kill $(jobs -p) 2>/dev/null; kill $(cat "$bin/redis.pid") 2>/dev/null; wait 2>/dev/null; rm -rf "$bin"' EXIT
 redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:%s"]\n    prefix: %s\n%b' $RPORT "$1" "$2"; cat bench/tollgate.yaml; }
-redis_store exact "" >"$bin/exact.yaml"
-redis_store leased "    leases: true\n" >"$bin/leased.yaml"
+redis_store exact "    exact: true\n" >"$bin/exact.yaml"
+redis_store leased "" >"$bin/leased.yaml"
 "$bin/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
 "$bin/bareproxy" --listen $BARE --upstream http://$UP 2>/dev/null &
 bare_pid=$!

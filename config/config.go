@@ -226,11 +226,12 @@ type Redis struct {
 	// AllowEviction starts even when Redis's maxmemory-policy may evict
 	// budget keys (with a loud warning); by default the gateway refuses.
 	AllowEviction bool `yaml:"allow_eviction"`
-	// Leases turns budget leases on: each instance leases slices of its
-	// buckets' room and admits requests against them with no round trip,
-	// flushing spend every LeaseFlush (see redisstore.LeaseOptions). Off:
-	// every request is reserved and settled exactly, one script call each.
-	Leases bool `yaml:"leases"`
+	// Exact reserves and settles every request in Redis, one script call
+	// each. By default (false) budget leases are on: each instance leases
+	// slices of its buckets' room and admits requests against them with no
+	// round trip, flushing spend every LeaseFlush (see
+	// redisstore.LeaseOptions).
+	Exact bool `yaml:"exact"`
 	// LeaseFlush is how often leased spend is flushed and slices renewed
 	// (default 200ms, at most 1s).
 	LeaseFlush time.Duration `yaml:"lease_flush"`

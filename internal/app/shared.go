@@ -215,7 +215,7 @@ func (s *sharedStore) ready(ctx context.Context) error {
 
 // leaseOptions are the store's budget leases, or nil for exact reservations.
 func leaseOptions(rc config.Redis) *redisstore.LeaseOptions {
-	if !rc.Leases {
+	if rc.Exact {
 		return nil
 	}
 	return &redisstore.LeaseOptions{Flush: rc.LeaseFlush, TTL: rc.LeaseTTL}

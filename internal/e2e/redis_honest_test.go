@@ -25,7 +25,11 @@ func TestLateSettlementCorrectsASweepThroughRedis(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
 		sim:        simulated.Options{Before: hd.before},
-		redisAddr:  srv.Addr, instances: 2, spoolDir: t.TempDir(), topExtra: "lease: 1s\n",
+		// Exact reservations: this is the other instance sweeping a
+		// reservation record in Redis (a leased one lives in its
+		// instance, which sweeps it itself; TestADeadInstancesSlicesAreChargedInFull
+		// covers a dead lessee).
+		redisAddr: srv.Addr, instances: 2, spoolDir: t.TempDir(), topExtra: "lease: 1s\n", redisExtra: "    exact: true\n",
 	})
 	var mu sync.Mutex
 	var entries []httpapi.Entry

@@ -74,13 +74,13 @@ func chatBody(i int, stream bool) string {
 // each. Spend never passes the ceiling, not even for a moment, and ends
 // equal to what the upstream reported, to the micro-dollar.
 func TestInstancesShareOneBudgetThroughRedis(t *testing.T) {
-	instancesShareOneBudget(t, "")
+	instancesShareOneBudget(t, "    exact: true\n")
 }
 
-// The same with budget leases: requests admitted against slices leased
-// from Redis, spend flushed in batches.
+// The same with budget leases (the default): requests admitted against
+// slices leased from Redis, spend flushed in batches.
 func TestInstancesShareOneBudgetThroughLeases(t *testing.T) {
-	instancesShareOneBudget(t, "    leases: true\n")
+	instancesShareOneBudget(t, "")
 }
 
 func instancesShareOneBudget(t *testing.T, redisExtra string) {

@@ -80,9 +80,10 @@ type leaser struct {
 type partLease struct {
 	call     sync.Mutex // one lease call at a time
 	slices   map[string]*slice
-	dropping map[string]op // slices of past periods given up, until Redis confirms
-	entries  []any         // ledger entries (JSON, outcome) not yet flushed
-	epoch    int64         // the partition's epoch at the last lease call (under call)
+	dropping map[string]op    // slices given up, until Redis confirms
+	pending  map[string]int64 // spend for a slice being dropped: the next one's
+	entries  []any            // ledger entries (JSON, outcome) not yet flushed
+	epoch    int64            // the partition's epoch at the last lease call (under call)
 }
 
 // slice is what this process holds of one bucket. Units: a ceiling's or
@@ -114,6 +115,7 @@ type localReservation struct {
 	partition string
 	debits    []budget.Debit
 	keys      []string
+	kinds     []string
 	amounts   []int64 // in slice units
 	expires   time.Time
 	entry     *budget.Entry
@@ -158,10 +160,8 @@ func units(kind string, l *budget.Limit, amount int64) (int64, error) {
 	switch kind {
 	case kRate:
 		return budget.RateCost(l, amount)
-	case kMeter:
-		return 0, nil // a meter reserves nothing
 	}
-	return amount, nil
+	return amount, nil // a meter's is what a sweep charges; it holds nothing back
 }
 
 // reserve admits r against this process's slices. handled is false when r
@@ -174,6 +174,7 @@ func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budge
 	lr := &localReservation{partition: partition, debits: r.Debits, keys: make([]string, len(r.Debits)),
 		amounts: make([]int64, len(r.Debits)), expires: now.Add(r.Lease), entry: r.Entry}
 	kinds := make([]string, len(r.Debits))
+	lr.kinds = kinds
 	for i := range r.Debits {
 		d := &r.Debits[i]
 		k, ok := leasable(d)
@@ -220,6 +221,9 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 	p := lz.part(lr.partition)
 	var lacking map[string]int64
 	for i, key := range lr.keys {
+		if _, ok := p.dropping[key]; ok {
+			return budget.Result{Decider: -1}, nil, false // until Redis confirms the drop: exactly
+		}
 		sl := p.slices[key]
 		if sl == nil {
 			sl = &slice{kind: kinds[i], limit: r.Debits[i].Limit}
@@ -302,7 +306,7 @@ func (sl *slice) counters() budget.Counters {
 func (lz *leaser) part(partition string) *partLease {
 	p := lz.parts[partition]
 	if p == nil {
-		p = &partLease{slices: map[string]*slice{}, dropping: map[string]op{}}
+		p = &partLease{slices: map[string]*slice{}, dropping: map[string]op{}, pending: map[string]int64{}}
 		lz.parts[partition] = p
 	}
 	return p
@@ -323,25 +327,22 @@ func (lz *leaser) settle(id string, actual budget.Amounts, rec json.RawMessage) 
 	}
 	p := lz.part(lr.partition)
 	for i, key := range lr.keys {
-		sl := p.slices[key]
-		if sl == nil {
-			continue
-		}
-		used, err := units(sl.kind, &lr.debits[i].Limit, actual.Of(lr.debits[i].Limit.Unit))
-		if sl.kind == kMeter {
-			used, err = actual.Of(lr.debits[i].Limit.Unit), nil
-		}
+		used, err := units(lr.kinds[i], &lr.debits[i].Limit, actual.Of(lr.debits[i].Limit.Unit))
 		if err != nil {
 			return 0, true, err
 		}
-		switch {
-		case swept != nil:
+		if swept != nil {
 			// The local sweep charged the reservation in full: correct
 			// that to the actual amount, once (ceilings and meters; as
-			// budget.CorrectSwept, rate state has moved on since).
-			if sl.kind == kCeiling || sl.kind == kMeter {
-				sl.spent += used - lr.amounts[i]
+			// budget.CorrectSwept, rate state has moved on since). The
+			// slice may have gone idle and away meanwhile.
+			if k := lr.kinds[i]; k == kCeiling || k == kMeter {
+				lz.spend(p, key, k, lr.debits[i], used-lr.amounts[i])
 			}
+			continue
+		}
+		sl := p.slices[key] // held by this reservation: never dropped meanwhile
+		switch {
 		case sl.kind == kConcurrency:
 			sl.held -= lr.amounts[i]
 		default:
@@ -373,6 +374,22 @@ func (lz *leaser) answered() {
 	lz.mu.Lock()
 	lz.failed = false
 	lz.mu.Unlock()
+}
+
+// spend adds units spent to key's slice, making one if the bucket went
+// idle and away; while its drop is unconfirmed, the spend waits for the
+// slice made after. Requires lz.mu.
+func (lz *leaser) spend(p *partLease, key, kind string, d budget.Debit, units int64) {
+	if _, ok := p.dropping[key]; ok {
+		p.pending[key] += units
+		return
+	}
+	sl := p.slices[key]
+	if sl == nil {
+		sl = &slice{kind: kind, limit: d.Limit, debit: d}
+		p.slices[key] = sl
+	}
+	sl.spent += units
 }
 
 // extend renews a local reservation's lease.
@@ -433,8 +450,9 @@ type op struct {
 	name                    string
 	expiry                  int64 // ms on the clock of now
 	drop                    bool
-	given                   int64 // withheld from local use while the call is out
-	asked                   bool  // a take a request waits for
+	debit                   budget.Debit // the bucket's (for a slice made again after a drop)
+	given                   int64        // withheld from local use while the call is out
+	asked                   bool         // a take a request waits for
 }
 
 // flush runs one lease call for partition: spend settled here is charged,
@@ -502,6 +520,10 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	for i, o := range ops {
 		if o.drop {
 			delete(p.dropping, o.key)
+			if u, ok := p.pending[o.key]; ok {
+				delete(p.pending, o.key)
+				lz.spend(p, o.key, o.kind, o.debit, u)
+			}
 			continue
 		}
 		sl := p.slices[o.key]
@@ -531,7 +553,7 @@ func (lz *leaser) satisfied(p *partLease, lacking map[string]int64) bool {
 // renews every slice by its demand; one a request waits for only takes
 // what lacking asks or gives back. Requires lz.mu.
 func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time.Time) op {
-	o := op{key: key, kind: sl.kind, spent: sl.spent, seen: sl.flushed, capacity: sl.limit.Amount}
+	o := op{key: key, kind: sl.kind, spent: sl.spent, seen: sl.flushed, capacity: sl.limit.Amount, debit: sl.debit}
 	switch sl.kind {
 	case kRate:
 		tol, _ := budget.RateCost(&sl.limit, sl.limit.Capacity())
@@ -540,20 +562,22 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 		o.name = sl.limit.Bucket
 		o.expiry = budget.PeriodEnd(sl.limit.Period, now, sl.limit.Location).UnixMilli() + ceilingRetention(sl.limit.Period).Milliseconds()
 	}
-	// A bucket of a period that has ended is never reserved again: once
-	// nothing is in flight or unflushed, its slice goes for good.
-	past := (sl.kind == kCeiling || sl.kind == kMeter) && sl.debit.Period != budget.PeriodID(sl.limit.Period, now, sl.limit.Location)
-	if past && sl.held == 0 && sl.spent == sl.flushed {
-		o.drop = true
-		o.given = max(0, sl.granted)
-		return o
-	}
 	periodic := lacking == nil
 	if periodic {
 		sl.rate, sl.demand = sl.demand, 0
 		if sl.rate == 0 {
 			sl.biggest = 0
 		}
+	}
+	// A bucket idle for a whole interval, or of a period that has ended
+	// (never reserved again), goes for good once nothing is in flight or
+	// unflushed: no slice and no record are kept for buckets not in use
+	// (a bucket per client IP, say).
+	past := (sl.kind == kCeiling || sl.kind == kMeter) && sl.debit.Period != budget.PeriodID(sl.limit.Period, now, sl.limit.Location)
+	if (past || (periodic && sl.rate == 0)) && sl.held == 0 && sl.spent == sl.flushed {
+		o.drop = true
+		o.given = max(0, sl.granted)
+		return o
 	}
 	if sl.kind == kMeter {
 		return o

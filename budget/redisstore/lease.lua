@@ -26,7 +26,8 @@ local REPLY_FIELDS = 7
 --   spent: all the instance's requests have used of this bucket so far
 --     (ceiling, meter: units settled; rate: µs of cost settled;
 --     concurrency: 0); what the lessee hash has not seen yet is charged
---     for good (a correction can make it smaller: a refund),
+--     for good (a correction can make it smaller, below zero on a record
+--     made for it: a refund; a rate's is never refunded),
 --   seen: what the instance knows the lessee hash has seen (0: nothing
 --     yet). A record that is gone although it had seen spend was charged
 --     in full by a sweeper (the instance did not renew in time): what was
@@ -77,7 +78,7 @@ for i = 1, n do
     fallback = tonumber(ARGV[b + 6]), cap = tonumber(ARGV[b + 7]), name = ARGV[b + 8], expiry = tonumber(ARGV[b + 9]),
     drop = ARGV[b + 10] == "1"}
   local k = op.kind
-  if (k ~= K_CEILING and k ~= K_METER and k ~= K_CONCURRENCY and k ~= K_RATE) or not op.spent or op.spent < 0 or not op.base or op.base < 0
+  if (k ~= K_CEILING and k ~= K_METER and k ~= K_CONCURRENCY and k ~= K_RATE) or not op.spent or not op.base
       or not op.target or op.target < 0 or not op.floor or op.floor < 0 or not op.fallback or op.fallback < 0
       or not op.cap or op.cap < 0 or not op.expiry then
     return redis.error_reply("tollgate: lease: bad bucket " .. i)
@@ -110,7 +111,7 @@ end
 local out = {now, lessees, epoch}
 for i = 1, n do
   local op, key = ops[i], KEYS[4 + i]
-  local g, seen = string.match(held[i] or "", "^%a\t(%d+)\t(%d+)$")
+  local g, seen = string.match(held[i] or "", "^%a\t(%d+)\t(-?%d+)$")
   g, seen = tonumber(g or "0"), tonumber(seen or "0")
   op.spend = op.spent - seen -- what this batch charges: none if it was charged before
   if op.drop or (not held[i] and op.base > 0 and epoch == known) then

@@ -212,10 +212,20 @@ func TestSpoolAfterRedisLostItsData(t *testing.T) {
 
 // Scripts flushed from Redis mid-load are reloaded (EVALSHA falls back to
 // EVAL on NOSCRIPT) without errors or double charges.
-func TestScriptFlushUnderLoad(t *testing.T) {
+func TestScriptFlushUnderLoad(t *testing.T) { scriptFlushUnderLoad(t, nil) }
+
+// The same with budget leases, flushed every 5 ms during the load.
+func TestScriptFlushUnderLoadLeased(t *testing.T) {
+	scriptFlushUnderLoad(t, &redisstore.LeaseOptions{Flush: 5 * time.Millisecond})
+}
+
+func scriptFlushUnderLoad(t *testing.T, leases *redisstore.LeaseOptions) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg"})
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Leases: leases})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	go s.RunLeases(ctx)
 	e := budget.NewEngine(s, time.Minute)
 	l := teamCeiling("acme", 1000*budget.Dollar)
 	stop := make(chan struct{})
@@ -256,6 +266,10 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	close(stop)
 	if flushes.Load() < 10 {
 		t.Fatalf("only %d flushes happened during the load", flushes.Load())
+	}
+	cancel()
+	if err := s.ReturnLeases(bg); err != nil {
+		t.Fatal(err)
 	}
 	if spent, pending := spentOf(t, rdb, "tg", l); spent != want.Load() || pending != 0 {
 		t.Fatalf("spent %d pending %d, want %d", spent, pending, want.Load())

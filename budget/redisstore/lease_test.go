@@ -3,9 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -74,97 +71,6 @@ func TestLeasedRequestsNeedNoRoundTrip(t *testing.T) {
 	if n := rdb.Exists(bg, "tg:{acme}:n:team:acme/ml:in-flight").Val(); n != 0 {
 		t.Fatal("concurrency slots still held after every request settled and the leases went back")
 	}
-}
-
-// Four instances share one ceiling through leases, 64 callers at once:
-// Redis's spent + pending (the instances' slices among it) is never above
-// the ceiling, and once the leases go back the spend is exactly what the
-// requests reported.
-func TestLeasesHoldTheCeilingAcrossInstances(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	team := teamCeiling("acme", 20*budget.Dollar)
-	var stores []*redisstore.Store
-	ctx, cancel := context.WithCancel(bg)
-	var loops sync.WaitGroup
-	for range 4 {
-		s := leased(rdb, nil)
-		stores = append(stores, s)
-		loops.Go(func() { s.RunLeases(ctx) })
-	}
-	var spentTotal, refused atomic.Int64
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	over := make(chan string, 1)
-	sampler.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if spent, pending := spentOf(t, rdb, "tg", team); spent+pending > int64(team.Amount) {
-				select {
-				case over <- "spent + pending above the ceiling":
-				default:
-				}
-			}
-		}
-	})
-	var callers sync.WaitGroup
-	for c := range 64 {
-		e := budget.NewEngine(stores[c%4], time.Minute)
-		callers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 7))
-			for {
-				est := budget.Money(1_000 + rng.IntN(200_000))
-				r, _, err := e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: est})
-				if errors.Is(err, budget.ErrExhausted) || errors.Is(err, budget.ErrOverBudget) {
-					if refused.Add(1) > 2000 {
-						return
-					}
-					continue
-				}
-				if errors.Is(err, budget.ErrHeld) {
-					refused.Add(1)
-					continue
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				used := budget.Money(rng.Int64N(int64(est) + 1))
-				if _, err := e.Settle(bg, r, budget.Amounts{Cost: used}); err != nil {
-					t.Error(err)
-					return
-				}
-				spentTotal.Add(int64(used))
-			}
-		})
-	}
-	callers.Wait()
-	close(stop)
-	sampler.Wait()
-	cancel()
-	loops.Wait()
-	select {
-	case msg := <-over:
-		t.Fatal(msg)
-	default:
-	}
-	for _, s := range stores {
-		if err := s.ReturnLeases(bg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spent, pending := spentOf(t, rdb, "tg", team)
-	if spent != spentTotal.Load() || pending != 0 {
-		t.Fatalf("spent %d pending %d; the requests reported %d", spent, pending, spentTotal.Load())
-	}
-	if spent > int64(team.Amount) {
-		t.Fatalf("spent %d over the ceiling %d", spent, team.Amount)
-	}
-	t.Logf("spent %d of %d (%.1f %%), %d refusals", spent, team.Amount, 100*float64(spent)/float64(team.Amount), refused.Load())
 }
 
 // An instance that dies holding slices: once its lessee record expires,

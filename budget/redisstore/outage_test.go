@@ -313,7 +313,16 @@ func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
 
 // Four instances, 64 clients each, one $10 ceiling: spend never passes it,
 // not even for a moment, and ends equal to the sum of settlements.
-func TestManyInstancesShareOneCeiling(t *testing.T) {
+func TestManyInstancesShareOneCeiling(t *testing.T) { manyInstancesShareOneCeiling(t, nil) }
+
+// The same with budget leases: Redis's spent + pending (the instances'
+// slices among it) never passes the ceiling, and once the leases go back
+// the spend is exactly the settlements'.
+func TestManyInstancesShareOneCeilingLeased(t *testing.T) {
+	manyInstancesShareOneCeiling(t, &redisstore.LeaseOptions{})
+}
+
+func manyInstancesShareOneCeiling(t *testing.T, leases *redisstore.LeaseOptions) {
 	srv := redistest.Start(t)
 	const ceiling = 10 * budget.Dollar
 	l := teamCeiling("acme", ceiling)
@@ -333,12 +342,18 @@ func TestManyInstancesShareOneCeiling(t *testing.T) {
 		}
 	}()
 	var settled, admitted, refused atomic.Int64
-	var wg sync.WaitGroup
+	var wg, loops sync.WaitGroup
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var stores []*redisstore.Store
 	for inst := range 4 {
 		// Generous timeouts: 256 clients under -race on a shared machine
 		// can pass the 100 ms default and trip the breaker, which is the
 		// outage tests' subject, not this one's.
-		e := budget.NewEngine(redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Timeout: 5 * time.Second, SettleTimeout: 5 * time.Second}), time.Minute)
+		s := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Timeout: 5 * time.Second, SettleTimeout: 5 * time.Second, Leases: leases})
+		stores = append(stores, s)
+		loops.Go(func() { s.RunLeases(ctx) })
+		e := budget.NewEngine(s, time.Minute)
 		for c := range 64 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(inst), uint64(c)))
@@ -368,6 +383,13 @@ func TestManyInstancesShareOneCeiling(t *testing.T) {
 	close(stop)
 	if err, _ := watchErr.Load().(error); err != nil {
 		t.Fatal(err)
+	}
+	cancel()
+	loops.Wait()
+	for _, s := range stores {
+		if err := s.ReturnLeases(bg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	spent, pending := spentOf(t, watch, "tg", l)
 	if spent != settled.Load() || pending != 0 || spent > int64(ceiling) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -17,8 +18,10 @@ const benchBody = `{"model":"test-model","max_tokens":50,"messages":[{"role":"sy
 // BenchmarkRequestPath measures one whole request through the gateway
 // (auth, parse, estimate, reserve, forward, usage, settle) against an
 // in-process simulated upstream, next to a bare httputil.ReverseProxy to the
-// same upstream.
+// same upstream; and on the Redis store, leased and exact (Redis runs in
+// its own process: its cost is bench/redis-callgrind.sh's).
 func BenchmarkRequestPath(b *testing.B) {
+	const limits = `{name: usd-month, kind: budget, unit: usd, amount: "$1000000", period: month}, {name: rpm, kind: rate, unit: requests, amount: 100000000, window: 1m}, {name: tpm, kind: rate, unit: tokens, amount: 100000000000, window: 1m}`
 	for _, stream := range []bool{false, true} {
 		body := benchBody
 		name := "json"
@@ -36,10 +39,20 @@ func BenchmarkRequestPath(b *testing.B) {
 			run(b, proxy.URL, body, "")
 		})
 		b.Run("tollgate/"+name, func(b *testing.B) {
-			h := start(b, `{name: usd-month, kind: budget, unit: usd, amount: "$1000000", period: month}, {name: rpm, kind: rate, unit: requests, amount: 100000000, window: 1m}, {name: tpm, kind: rate, unit: tokens, amount: 100000000000, window: 1m}`,
-				simulated.Options{ReplyTokens: func(uint64) int64 { return 50 }})
+			h := start(b, limits, simulated.Options{ReplyTokens: func(uint64) int64 { return 50 }})
 			run(b, h.url, body, testKey)
 		})
+		for _, mode := range []string{"leased", "exact"} {
+			b.Run("tollgate-redis-"+mode+"/"+name, func(b *testing.B) {
+				extra := ""
+				if mode == "exact" {
+					extra = "    exact: true\n"
+				}
+				h := startWith(b, setup{teamLimits: limits, sim: simulated.Options{ReplyTokens: func(uint64) int64 { return 50 }},
+					redisAddr: redistest.Start(b).Addr, spoolDir: b.TempDir(), redisExtra: extra})
+				run(b, h.url, body, testKey)
+			})
+		}
 	}
 }
 

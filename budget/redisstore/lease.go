@@ -342,11 +342,16 @@ func (lz *leaser) settle(id string, actual budget.Amounts, rec json.RawMessage) 
 			continue
 		}
 		sl := p.slices[key] // held by this reservation: never dropped meanwhile
-		switch {
-		case sl.kind == kConcurrency:
-			sl.held -= lr.amounts[i]
-		default:
-			sl.held -= lr.amounts[i]
+		if sl == nil {
+			// Cannot happen (a slice with requests in flight stays); if it
+			// did, the spend must still be counted.
+			if k := lr.kinds[i]; k != kConcurrency {
+				lz.spend(p, key, k, lr.debits[i], used)
+			}
+			continue
+		}
+		sl.held -= lr.amounts[i]
+		if sl.kind != kConcurrency {
 			sl.spent += used
 		}
 	}

@@ -247,8 +247,10 @@ func scriptFlushUnderLoad(t *testing.T, leases *redisstore.LeaseOptions) {
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
-			for i := range 150 {
-				cost := budget.Money(1 + w*1000 + i)
+			// At least 150 each, and on until the scripts were flushed 20
+			// times (a leased load can be over before that).
+			for i := 0; i < 150 || (flushes.Load() < 20 && i < 100_000); i++ {
+				cost := budget.Money(1 + w*1000 + i%1000)
 				r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 2 * cost})
 				if err != nil {
 					t.Error(err)

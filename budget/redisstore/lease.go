@@ -42,7 +42,8 @@ var (
 // split. Exact per request: fixed and sliding windows and sliding logs
 // (their counters belong to one window and the log keeps every request),
 // and shadow limits (they must see every request as it is). A request with
-// any of those, or a bucket whose slice could not be renewed, is reserved
+// any of those has its leasable limits admitted here and the rest reserved
+// in Redis, all or nothing; a request a slice cannot hold is reserved
 // exactly, as without leases.
 //
 // A crashed instance's slices are charged in full once its lessee record
@@ -164,9 +165,89 @@ func units(kind string, l *budget.Limit, amount int64) (int64, error) {
 	return amount, nil // a meter's is what a sweep charges; it holds nothing back
 }
 
-// reserve admits r against this process's slices. handled is false when r
-// must be reserved exactly instead.
+// reserve admits r against this process's slices. A request with limits
+// that stay exact (windows, logs, shadow limits) has its leasable limits
+// admitted here and the rest reserved in Redis, all or nothing: if Redis
+// refuses, the local part is given back. handled is false when r must be
+// reserved exactly as a whole.
 func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budget.Result, handled bool, err error) {
+	var leased, exact []int
+	for i := range r.Debits {
+		d := &r.Debits[i]
+		if k, ok := leasable(d); ok && (k != kRate || d.Amount <= d.Limit.Capacity()) {
+			leased = append(leased, i)
+		} else {
+			exact = append(exact, i) // a token bucket too small for the request: the exact path says so
+		}
+	}
+	if len(leased) == 0 {
+		return res, false, nil
+	}
+	if len(exact) == 0 {
+		return lz.reserveLocal(ctx, r)
+	}
+	local := &budget.Reservation{ID: r.ID, Debits: pick(r.Debits, leased), Lease: r.Lease, Entry: r.Entry}
+	resL, ok, err := lz.reserveLocal(ctx, local)
+	if err != nil || !ok {
+		return resL, err != nil, err
+	}
+	resX, err := lz.s.reserveExact(ctx, &budget.Reservation{ID: r.ID, Debits: pick(r.Debits, exact), Lease: r.Lease, Entry: r.Entry})
+	if err != nil || !resX.Allowed {
+		lz.release(r.ID)
+	}
+	return merge(len(r.Debits), leased, resL, exact, resX), true, err
+}
+
+// pick is debits at indices, copied.
+func pick(debits []budget.Debit, indices []int) []budget.Debit {
+	out := make([]budget.Debit, len(indices))
+	for j, i := range indices {
+		out[j] = debits[i]
+	}
+	return out
+}
+
+// merge is one result for n limits from the leased part's and the exact
+// part's: statuses in the request's order; the exact part decides a
+// refusal; when allowed, the decider is the limit with the least room left
+// relative to its capacity (as budget.Evaluate's).
+func merge(n int, leased []int, l budget.Result, exact []int, x budget.Result) budget.Result {
+	out := budget.Result{Allowed: x.Allowed, Decider: -1, RetryAfter: x.RetryAfter, Status: make([]budget.Status, n)}
+	for j, i := range leased {
+		if j < len(l.Status) {
+			out.Status[i] = l.Status[j]
+		}
+	}
+	for j, i := range exact {
+		if j < len(x.Status) {
+			out.Status[i] = x.Status[j]
+		}
+	}
+	for _, j := range x.Shadowed {
+		out.Shadowed = append(out.Shadowed, exact[j])
+	}
+	if !x.Allowed {
+		if x.Decider >= 0 {
+			out.Decider = exact[x.Decider]
+		}
+		return out
+	}
+	least := 2.0
+	for i, st := range out.Status {
+		f := 0.0
+		if st.Capacity > 0 {
+			f = float64(st.Remaining) / float64(st.Capacity)
+		}
+		if f < least {
+			least, out.Decider = f, i
+		}
+	}
+	return out
+}
+
+// reserveLocal admits r, whose limits are all leasable, against this
+// process's slices; ok is false when it must be reserved exactly.
+func (lz *leaser) reserveLocal(ctx context.Context, r *budget.Reservation) (res budget.Result, ok bool, err error) {
 	now := lz.s.now()
 	budget.SetPeriods(r.Debits, now)
 	partition := budget.PartitionOf(r.ID)
@@ -177,15 +258,10 @@ func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budge
 	lr.kinds = kinds
 	for i := range r.Debits {
 		d := &r.Debits[i]
-		k, ok := leasable(d)
-		if !ok {
-			return res, false, nil
-		}
-		if kinds[i], lr.keys[i] = k, lz.s.bucketKey(tag, d); k == kRate && d.Amount > d.Limit.Capacity() {
-			return res, false, nil // too large for the bucket: the exact path says so
-		}
-		if lr.amounts[i], err = units(k, &d.Limit, d.Amount); err != nil {
-			return res, true, err
+		kinds[i], _ = leasable(d)
+		lr.keys[i] = lz.s.bucketKey(tag, d)
+		if lr.amounts[i], err = units(kinds[i], &d.Limit, d.Amount); err != nil {
+			return res, false, err
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -194,12 +270,47 @@ func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budge
 			return res, ok, nil // admitted, or to be reserved exactly as it is
 		}
 		if err := lz.flush(ctx, partition, want); err != nil {
-			return budget.Result{Decider: -1}, true, err
+			return budget.Result{Decider: -1}, false, err
 		}
 		if attempt > 0 || !slices.ContainsFunc(slices.Collect(maps.Values(want)), func(n int64) bool { return n > 0 }) {
 			return res, false, nil // a second miss, or slices given back: reserve exactly
 		}
 	}
+}
+
+// standsInTheWay tells whether this process holds free slices of any of
+// r's buckets, and if so gives them back, so that an exact reservation the
+// slices made fail can be tried again.
+func (lz *leaser) standsInTheWay(ctx context.Context, r *budget.Reservation) bool {
+	partition := budget.PartitionOf(r.ID)
+	tag := lz.s.tag(partition)
+	keys := make([]string, len(r.Debits))
+	for i := range r.Debits {
+		keys[i] = lz.s.bucketKey(tag, &r.Debits[i])
+	}
+	lz.mu.Lock()
+	back := lz.giveBack(lz.part(partition), keys)
+	lz.mu.Unlock()
+	return back != nil && lz.flush(ctx, partition, back) == nil
+}
+
+// release gives back a local reservation that will not be used (the exact
+// part of its request was refused): as if it never was.
+func (lz *leaser) release(id string) {
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	lr := lz.local[id]
+	if lr == nil {
+		return
+	}
+	p := lz.part(lr.partition)
+	for i, key := range lr.keys {
+		if sl := p.slices[key]; sl != nil {
+			sl.held -= lr.amounts[i]
+			sl.demand -= lr.amounts[i]
+		}
+	}
+	delete(lz.local, id)
 }
 
 // admit takes lr from the slices if every one has room. Otherwise want
@@ -598,8 +709,11 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 	o.target, o.fallback = after, sl.held
 	need, asked := lacking[key]
 	switch {
-	case asked && need == 0:
-		o.target = sl.held // in the way of an exact reservation
+	case asked && (need == 0 || sl.denied):
+		// In the way of an exact reservation; or Redis refused this
+		// bucket a take since the request asked: near its ceiling, where
+		// a new slice would only stand in the way of exact ones.
+		o.target = sl.held
 	case asked:
 		o.target, o.floor, o.asked = sl.held+max(want, 2*need), sl.held+need, true
 	case periodic && sl.rate == 0:

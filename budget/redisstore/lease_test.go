@@ -267,3 +267,47 @@ func TestALeasedStoreIdleAtStartStillLeases(t *testing.T) {
 		t.Fatalf("50 requests took %d script calls: the idle store never leased", calls)
 	}
 }
+
+// A request with a limit that stays exact (a window) and leasable ones: the
+// leasable part is admitted here, the window in Redis, all or nothing —
+// when the window refuses, the local part is given back, and the result
+// names the window.
+func TestAHybridRequestIsAllOrNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := leased(rdb, nil)
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 10*budget.Dollar)
+	window := budget.Limit{Bucket: "key:acme/k:rpm", Name: "rpm", Partition: "acme", Scope: budget.ScopeKey, Kind: budget.Rate,
+		Unit: budget.Requests, Amount: 2, Window: time.Hour, Algorithm: budget.FixedWindow}
+	limits := []budget.Limit{team, window}
+	var rs []*budget.Reservation
+	for range 2 {
+		r, res, err := e.Reserve(bg, limits, budget.Amounts{Cost: budget.Dollar, Requests: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Allowed || len(res.Status) != 2 || res.Status[0].Capacity != int64(10*budget.Dollar) || res.Status[1].Capacity != 2 {
+			t.Fatalf("result %+v", res)
+		}
+		rs = append(rs, r)
+	}
+	_, res, err := e.Reserve(bg, limits, budget.Amounts{Cost: budget.Dollar, Requests: 1})
+	if !errors.Is(err, budget.ErrRateLimited) || res.Decider != 1 {
+		t.Fatalf("third request: %v, decider %d; want the window's refusal", err, res.Decider)
+	}
+	for _, r := range rs {
+		if o, err := e.Settle(bg, r, budget.Amounts{Cost: 400_000, Requests: 1}); err != nil || o != budget.Settled {
+			t.Fatalf("settle: %v %v", o, err)
+		}
+	}
+	if err := s.ReturnLeases(bg); err != nil {
+		t.Fatal(err)
+	}
+	if spent, pending := spentOf(t, rdb, "tg", team); spent != 800_000 || pending != 0 {
+		t.Fatalf("spent %d pending %d, want the two settled requests' 800000 and nothing held for the refused one", spent, pending)
+	}
+	if n := rdb.Exists(bg, "tg:{acme}:open").Val(); n != 0 {
+		t.Fatal("the window's reservations were not settled in Redis")
+	}
+}

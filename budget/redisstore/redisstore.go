@@ -345,11 +345,23 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: bucket %q contains a tab or newline", d.Limit.Bucket)
 		}
 	}
-	if s.lease != nil {
-		if res, handled, err := s.lease.reserve(ctx, r); handled {
-			return res, err
-		}
+	if s.lease == nil {
+		return s.reserveExact(ctx, r)
 	}
+	if res, handled, err := s.lease.reserve(ctx, r); handled {
+		return res, err
+	}
+	res, err := s.reserveExact(ctx, r)
+	if budget.IsBudgetRefusal(err) && s.lease.standsInTheWay(ctx, r) {
+		// Refused while this process held free slices of its buckets,
+		// counted as pending: with them given back, once more.
+		return s.reserveExact(ctx, r)
+	}
+	return res, err
+}
+
+// reserveExact reserves r in Redis: one script call in the common case.
+func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget.Result, error) {
 	partition := budget.PartitionOf(r.ID)
 	tag := s.tag(partition)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
@@ -525,9 +537,25 @@ func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, re
 	}
 	if s.lease != nil {
 		if o, handled, err := s.lease.settle(id, actual, rec); handled {
+			s.mu.Lock()
+			_, exactToo := s.open[id]
+			s.mu.Unlock()
+			if err != nil || !exactToo {
+				return o, err
+			}
+			// Its exact part too; the ledger entry went with the local one.
+			ox, err := s.settleExact(ctx, id, actual, nil)
+			if ox == budget.Spooled {
+				o = ox
+			}
 			return o, err
 		}
 	}
+	return s.settleExact(ctx, id, actual, rec)
+}
+
+// settleExact settles a reservation made in Redis.
+func (s *Store) settleExact(ctx context.Context, id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, error) {
 	s.mu.Lock()
 	open, mine := s.open[id]
 	again := !mine && s.settled.has(id)
@@ -759,7 +787,12 @@ func kindArg(k budget.Kind) string {
 // Extend implements budget.Store.
 func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) error {
 	if s.lease != nil && s.lease.extend(id, lease) {
-		return nil
+		s.mu.Lock()
+		_, exactToo := s.open[id]
+		s.mu.Unlock()
+		if !exactToo {
+			return nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()

@@ -15,8 +15,10 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-// tombstoneTTL is how long a resolved reservation id is remembered, so a late
-// or replayed settlement is recognised and charged once.
+// tombstoneTTL is how long a swept reservation is remembered, so that a late
+// settlement corrects the sweep's charge once. A settled one is remembered
+// in a bounded set only (budget.RecentIDs): memory does not grow with the
+// requests a store settles.
 const tombstoneTTL = 24 * time.Hour
 
 // Store is the embedded store. It is safe for concurrent use; every
@@ -27,8 +29,9 @@ type Store struct {
 
 	onExpire func(budget.Entry)
 
-	mu    sync.Mutex
-	state state
+	mu      sync.Mutex
+	state   state
+	settled budget.RecentIDs // reservations settled lately (not snapshotted)
 }
 
 type ceilingKey struct{ Bucket, Period string }
@@ -173,7 +176,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if _, dup := s.state.open[r.ID]; dup {
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
 	}
-	if _, dup := s.state.closed[r.ID]; dup {
+	if _, dup := s.state.closed[r.ID]; dup || s.settled.Has(r.ID) {
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
 	}
 	res, err := budget.Apply(&s.state, r.ID, r.Debits, now)
@@ -207,14 +210,17 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 	if !ok {
 		c, seen := s.state.closed[id]
 		if !seen {
+			if s.settled.Has(id) {
+				return budget.AlreadySettled, nil
+			}
 			return 0, budget.ErrUnknownReservation
 		}
 		if c.Outcome == budget.Expired && outcome == budget.Settled && len(c.Swept) > 0 {
 			if err := budget.CorrectSwept(&s.state, id, c.Swept, actual); err != nil {
 				return 0, err
 			}
-			c.Outcome, c.Swept = budget.Corrected, nil
-			s.state.closed[id] = c
+			delete(s.state.closed, id)
+			s.settled.Add(id)
 			return budget.Corrected, nil
 		}
 		if c.Outcome == budget.Settled || c.Outcome == budget.Corrected {
@@ -226,11 +232,11 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 		return 0, err
 	}
 	delete(s.state.open, id)
-	c := closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro()}
-	if outcome == budget.Expired {
-		c.Swept = r.Debits
+	if outcome != budget.Expired {
+		s.settled.Add(id)
+		return outcome, nil
 	}
-	s.state.closed[id] = c
+	s.state.closed[id] = closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro(), Swept: r.Debits}
 	return outcome, nil
 }
 

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -155,5 +156,38 @@ func TestSweptReservationReachesTheLedger(t *testing.T) {
 	}
 	if spent, _ := s2.Spent("team", "2026-11"); spent != 1234+50 {
 		t.Fatalf("spent %d, want the swept reservation and the settled request", spent)
+	}
+}
+
+// A settled reservation is not kept: the snapshot of a store that settled
+// 2,000 requests is no larger than one that settled 10 (a day of tombstones
+// at 1,000 requests a second was 86 M entries).
+func TestSettledReservationsAreNotKept(t *testing.T) {
+	ctx := context.Background()
+	size := func(n int) int64 {
+		path := filepath.Join(t.TempDir(), "state.json")
+		s := openSnapshot(t, path, storetest.NewClock(storetest.Start))
+		e := budget.NewEngine(s, time.Minute)
+		for range n {
+			r, _, err := e.Reserve(ctx, []budget.Limit{snapshotTeam}, budget.Amounts{Cost: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Settle(ctx, r, budget.Amounts{Cost: 2}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	few, many := size(10), size(2000)
+	if many > few+64 {
+		t.Fatalf("the snapshot grew from %d to %d bytes with the settled requests", few, many)
 	}
 }

@@ -124,9 +124,12 @@ type Store struct {
 	// dead one.
 	answered atomic.Int64
 
-	mu         sync.Mutex
-	open       map[string]openReservation // reservations made here and not yet settled
-	settled    recentIDs                  // reservations settled here lately
+	mu   sync.Mutex
+	open map[string]openReservation // reservations made here and not yet settled
+	// settled are the reservations settled here lately. Elsewhere a
+	// settled id reads as unknown, except to a settlement replayed from
+	// this process's spool, which carries its partition's epoch.
+	settled    budget.RecentIDs
 	partitions map[string]struct{}
 
 	lease *leaser // nil: exact
@@ -137,31 +140,6 @@ type Store struct {
 type openReservation struct {
 	debits []budget.Debit
 	epoch  int64
-}
-
-// recentIDs remembers the last ids settled through this process, so that
-// settling one again answers AlreadySettled and reserving it again
-// ErrDuplicateReservation without a record left in Redis. Elsewhere a
-// settled id reads as unknown, except to a settlement replayed from this
-// process's spool, which carries its partition's epoch (settle.lua).
-type recentIDs struct {
-	ids  map[string]struct{}
-	ring [4096]string
-	next int
-}
-
-func (r *recentIDs) add(id string) {
-	if r.ids == nil {
-		r.ids = make(map[string]struct{}, len(r.ring))
-	}
-	delete(r.ids, r.ring[r.next])
-	r.ring[r.next], r.next = id, (r.next+1)%len(r.ring)
-	r.ids[id] = struct{}{}
-}
-
-func (r *recentIDs) has(id string) bool {
-	_, ok := r.ids[id]
-	return ok
 }
 
 var _ budget.Store = (*Store)(nil)
@@ -235,12 +213,12 @@ func (s *Store) flushFor(ctx context.Context, partition string) error {
 func (s *Store) settledHere(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.settled.has(id)
+	return s.settled.Has(id)
 }
 
 func (s *Store) rememberSettled(id string) {
 	s.mu.Lock()
-	s.settled.add(id)
+	s.settled.Add(id)
 	s.mu.Unlock()
 }
 
@@ -368,7 +346,7 @@ func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget
 	defer cancel()
 
 	s.mu.Lock()
-	dup := s.settled.has(r.ID)
+	dup := s.settled.Has(r.ID)
 	s.mu.Unlock()
 	if dup {
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
@@ -558,7 +536,7 @@ func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, re
 func (s *Store) settleExact(ctx context.Context, id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, error) {
 	s.mu.Lock()
 	open, mine := s.open[id]
-	again := !mine && s.settled.has(id)
+	again := !mine && s.settled.Has(id)
 	s.mu.Unlock()
 	if again {
 		return budget.AlreadySettled, nil
@@ -712,7 +690,7 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 	}
 	if raw != settleUnknown {
 		s.mu.Lock()
-		s.settled.add(call.ID)
+		s.settled.Add(call.ID)
 		s.mu.Unlock()
 	}
 	switch raw {

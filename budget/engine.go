@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 // DefaultLease is how long a reservation lives without a settlement or a
@@ -228,20 +230,13 @@ func (e *Engine) ResetSpent(ctx context.Context, l Limit) (period string, was in
 
 // RunSweeper charges expired leases every interval until ctx is done.
 func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := e.store.Sweep(ctx)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				log.Warn("sweeping expired reservations", "err", err)
-			}
-			if n > 0 {
-				log.Warn("charged expired reservations at their reserved amounts", "count", n)
-			}
+	tick.Every(ctx, interval, func(ctx context.Context) {
+		n, err := e.store.Sweep(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("sweeping expired reservations", "err", err)
 		}
-	}
+		if n > 0 {
+			log.Warn("charged expired reservations at their reserved amounts", "count", n)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/atomicfile"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 // snapshotVersion changes when the file format does; an unknown version is
@@ -123,18 +124,11 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, log *slog.Logge
 	if s.path == "" {
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Snapshot(); err != nil {
-				log.Error("snapshotting budget state", "err", err)
-			}
+	tick.Every(ctx, interval, func(context.Context) {
+		if err := s.Snapshot(); err != nil {
+			log.Error("snapshotting budget state", "err", err)
 		}
-	}
+	})
 }
 
 // Close writes a final snapshot. Call it after the last settlement.

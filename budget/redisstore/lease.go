@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 var (
@@ -839,18 +840,11 @@ func (s *Store) RunLeases(ctx context.Context) {
 	if s.lease == nil {
 		return
 	}
-	t := time.NewTicker(s.lease.opts.Flush)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.FlushLeases(ctx); err != nil && ctx.Err() == nil {
-				s.opts.Log.Warn("flushing budget leases", "err", err)
-			}
+	tick.Every(ctx, s.lease.opts.Flush, func(ctx context.Context) {
+		if err := s.FlushLeases(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Log.Warn("flushing budget leases", "err", err)
 		}
-	}
+	})
 }
 
 // FlushLeases runs one lease call per partition now: spend settled here

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/atomicfile"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 // Spool keeps settlements that could not reach Redis: in memory and in an
@@ -155,25 +156,18 @@ func (sp *Spool) rewrite() error {
 
 // Run replays the spool every interval until ctx is done.
 func (sp *Spool) Run(ctx context.Context, s *Store, interval time.Duration, log *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	tick.Every(ctx, interval, func(ctx context.Context) {
+		if sp.Len() == 0 {
 			return
-		case <-t.C:
-			if sp.Len() == 0 {
-				continue
-			}
-			n, err := sp.Replay(ctx, s)
-			if n > 0 {
-				log.Info("replayed spooled settlements", "count", n, "left", sp.Len())
-			}
-			if err != nil && !errors.Is(err, budget.ErrStoreUnavailable) {
-				log.Error("replaying spooled settlements", "err", err)
-			}
 		}
-	}
+		n, err := sp.Replay(ctx, s)
+		if n > 0 {
+			log.Info("replayed spooled settlements", "count", n, "left", sp.Len())
+		}
+		if err != nil && !errors.Is(err, budget.ErrStoreUnavailable) {
+			log.Error("replaying spooled settlements", "err", err)
+		}
+	})
 }
 
 // Close closes the spool file.

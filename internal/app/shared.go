@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 // sharedStore is the Redis store with what runs around it: the client, the
@@ -234,18 +235,7 @@ func (s *sharedStore) run(ctx context.Context) {
 				Stored: func(n int) { s.stored.Add(float64(n)) }})
 		})
 	}
-	wg.Go(func() {
-		t := time.NewTicker(runIDCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.checkRunIDs(ctx)
-			}
-		}
-	})
+	wg.Go(func() { tick.Every(ctx, runIDCheckInterval, s.checkRunIDs) })
 	wg.Wait()
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/tick"
 )
 
 // RuntimeKey is an API key made through the admin API. Keys in the config
@@ -120,18 +121,11 @@ func (g *Gateway) compileKeySet(v int64, keys []RuntimeKey, c *config.Config) er
 // RunKeyRefresh refreshes the run-time keys every interval until ctx is
 // done: a key revoked on another instance stops working here within it.
 func (g *Gateway) RunKeyRefresh(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := g.RefreshKeys(ctx); err != nil && ctx.Err() == nil {
-				g.log.Warn("refreshing API keys: the keys last read stay in force", "err", err)
-			}
+	tick.Every(ctx, interval, func(ctx context.Context) {
+		if err := g.RefreshKeys(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("refreshing API keys: the keys last read stay in force", "err", err)
 		}
-	}
+	})
 }
 
 // RuntimeKeys returns the run-time keys as last read (for the reseed).

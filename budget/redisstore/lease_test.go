@@ -176,6 +176,22 @@ func pairs(t *testing.T, e *budget.Engine, l budget.Limit, n int, cost budget.Mo
 	return spent
 }
 
+// returnLeases gives s's slices back once Redis answers again (its breaker
+// may still be open for a moment), up to 5 s.
+func returnLeases(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err := s.ReturnLeases(bg)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // refusedWithin reserves until the store says it is unavailable, up to 5 s.
 func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
 	t.Helper()
@@ -212,13 +228,7 @@ func TestLeasedStoreFailsClosedWhenRedisStops(t *testing.T) {
 	refusedWithin(t, e, team)
 	srv.Signal(syscall.SIGCONT)
 	cancel()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if err := s.ReturnLeases(bg); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	returnLeases(t, s)
 	if spent, pending := spentOf(t, rdb, "tg", team); spent != want || pending != 0 {
 		t.Fatalf("spent %d pending %d, want %d once and nothing pending", spent, pending, want)
 	}
@@ -240,13 +250,7 @@ func TestLeasedSpendSurvivesRedisLosingItsData(t *testing.T) {
 	want += pairs(t, e, team, 10, 1_000) // not flushed yet
 	srv.Kill()
 	srv.Restart() // no persistence: empty
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if err := s.ReturnLeases(bg); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	returnLeases(t, s)
 	if spent, _ := spentOf(t, rdb, "tg", team); spent != want {
 		t.Fatalf("spent %d after Redis lost its data, want all %d this instance spent", spent, want)
 	}

@@ -16,46 +16,36 @@ import (
 
 var prefixes atomic.Int64
 
-// contract runs the shared store contract against rdb; every case gets its
-// own key prefix, so cases never see each other's keys. The contract is
-// about what the store decides, not how fast: its 500 concurrent
-// reservations get a timeout a loaded 2-core CI machine under -race keeps
-// (the 100 ms default and what happens past it are the outage tests').
-func contract(t *testing.T, rdb redis.UniversalClient) {
+// contract runs the shared store contract against rdb, with leases if
+// set; every case gets its own key prefix, so cases never see each other's
+// keys. The contract is about what the store decides, not how fast: its 500
+// concurrent reservations get a timeout a loaded 2-core CI machine under
+// -race keeps (the default and what happens past it are the outage tests').
+func contract(t *testing.T, rdb redis.UniversalClient, leases *redisstore.LeaseOptions) {
 	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Store {
 		return redisstore.New(rdb, redisstore.Options{
 			Prefix:  fmt.Sprintf("t%d", prefixes.Add(1)),
 			Now:     c.Now,
 			Timeout: 5 * time.Second,
+			Leases:  leases,
 		})
 	})
 }
 
 func TestContractSingleNode(t *testing.T) {
-	contract(t, redistest.Start(t).Client())
+	contract(t, redistest.Start(t).Client(), nil)
 }
 
 func TestContractCluster(t *testing.T) {
-	contract(t, redistest.StartCluster(t, 3).Client(t))
+	contract(t, redistest.StartCluster(t, 3).Client(t), nil)
 }
 
 // The contract holds with budget leases on: requests admitted against this
 // process's slices, settlements flushed in batches.
-func contractLeased(t *testing.T, rdb redis.UniversalClient) {
-	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Store {
-		return redisstore.New(rdb, redisstore.Options{
-			Prefix:  fmt.Sprintf("t%d", prefixes.Add(1)),
-			Now:     c.Now,
-			Timeout: 5 * time.Second,
-			Leases:  &redisstore.LeaseOptions{},
-		})
-	})
-}
-
 func TestContractSingleNodeLeased(t *testing.T) {
-	contractLeased(t, redistest.Start(t).Client())
+	contract(t, redistest.Start(t).Client(), &redisstore.LeaseOptions{})
 }
 
 func TestContractClusterLeased(t *testing.T) {
-	contractLeased(t, redistest.StartCluster(t, 3).Client(t))
+	contract(t, redistest.StartCluster(t, 3).Client(t), &redisstore.LeaseOptions{})
 }

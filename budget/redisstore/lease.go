@@ -324,12 +324,12 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 	if lz.local[r.ID] != nil || lz.s.settledHere(r.ID) {
 		return budget.Result{Decider: -1}, nil, false // the exact path reports the duplicate
 	}
-	if lz.failed {
-		return budget.Result{Decider: -1}, nil, false // reserve exactly: fail closed if Redis is away
-	}
-	// Slices are trusted while the last flush is younger than TTL/2 (a
-	// sweeper charges them at TTL); past it, they are renewed first.
-	stale := lz.s.now().Sub(lz.health) > lz.opts.TTL/2
+	// Slices are trusted while the last flush reached Redis and is younger
+	// than TTL/2 (a sweeper charges them at TTL). Otherwise they are
+	// renewed first: a failed call may have run, so only Redis's record
+	// says what is held; if Redis is away, the renewal fails and the
+	// request is reserved exactly, and fails closed.
+	stale := lz.failed || lz.s.now().Sub(lz.health) > lz.opts.TTL/2
 	p := lz.part(lr.partition)
 	var lacking map[string]int64
 	for i, key := range lr.keys {
@@ -483,14 +483,6 @@ func (lz *leaser) settle(id string, actual budget.Amounts, rec json.RawMessage) 
 		p.entries = append(p.entries, string(rec), int64(code))
 	}
 	return o, true, nil
-}
-
-// answered notes that Redis answered an exact reservation: after a failed
-// flush, the next request asks for slices again.
-func (lz *leaser) answered() {
-	lz.mu.Lock()
-	lz.failed = false
-	lz.mu.Unlock()
 }
 
 // spend adds units spent to key's slice, making one if the bucket went
@@ -655,7 +647,7 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 // satisfied tells whether every take in lacking is already met (a give-back
 // never is, nor anything while the slices are stale). Requires lz.mu.
 func (lz *leaser) satisfied(p *partLease, lacking map[string]int64) bool {
-	if lz.s.now().Sub(lz.health) > lz.opts.TTL/2 {
+	if lz.failed || lz.s.now().Sub(lz.health) > lz.opts.TTL/2 {
 		return false
 	}
 	for key, need := range lacking {

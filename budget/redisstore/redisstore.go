@@ -401,9 +401,6 @@ func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget
 			// The script and the Go algorithm disagree: a bug. Refuse.
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: script allowed=%v, algorithm allowed=%v (%v)", allowed, res.Allowed, err)
 		}
-		if s.lease != nil {
-			s.lease.answered()
-		}
 		if res.Allowed {
 			s.mu.Lock()
 			s.open[r.ID] = openReservation{debits: budget.Taken(r.Debits, res), epoch: reply.epoch}

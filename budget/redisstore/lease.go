@@ -76,6 +76,42 @@ type leaser struct {
 	swept  map[string]*localReservation // charged in full by the local sweep
 	health time.Time                    // the last flush that reached Redis
 	failed bool                         // a flush failed since: Redis may be away
+
+	stats LeaseStats // under mu
+}
+
+// LeaseStats count what a leased store did since it started.
+type LeaseStats struct {
+	// Local, Hybrid and Exact count reservations admitted against this
+	// process's slices, admitted in part here and in part in Redis (a
+	// request with a window or a shadow limit), and reserved in Redis as
+	// a whole (near a ceiling, or a request a slice could not hold).
+	Local, Hybrid, Exact int64
+	// Calls and Failures count lease calls, and those that failed.
+	Calls, Failures int64
+	// Slices is how many buckets this process holds a slice of now.
+	Slices int
+}
+
+// LeaseStats reports the store's lease counts; ok is false without leases.
+func (s *Store) LeaseStats() (st LeaseStats, ok bool) {
+	if s.lease == nil {
+		return st, false
+	}
+	s.lease.mu.Lock()
+	defer s.lease.mu.Unlock()
+	st = s.lease.stats
+	for _, p := range s.lease.parts {
+		st.Slices += len(p.slices)
+	}
+	return st, true
+}
+
+// counted notes how a reservation was admitted.
+func (lz *leaser) counted(n *int64) {
+	lz.mu.Lock()
+	*n++
+	lz.mu.Unlock()
 }
 
 // partLease is one partition's slices.
@@ -185,7 +221,11 @@ func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budge
 		return res, false, nil
 	}
 	if len(exact) == 0 {
-		return lz.reserveLocal(ctx, r)
+		res, ok, err := lz.reserveLocal(ctx, r)
+		if ok {
+			lz.counted(&lz.stats.Local)
+		}
+		return res, ok, err
 	}
 	local := &budget.Reservation{ID: r.ID, Debits: pick(r.Debits, leased), Lease: r.Lease, Entry: r.Entry}
 	resL, ok, err := lz.reserveLocal(ctx, local)
@@ -195,6 +235,8 @@ func (lz *leaser) reserve(ctx context.Context, r *budget.Reservation) (res budge
 	resX, err := lz.s.reserveExact(ctx, &budget.Reservation{ID: r.ID, Debits: pick(r.Debits, exact), Lease: r.Lease, Entry: r.Entry})
 	if err != nil || !resX.Allowed {
 		lz.release(r.ID)
+	} else {
+		lz.counted(&lz.stats.Hybrid)
 	}
 	return merge(len(r.Debits), leased, resL, exact, resX), true, err
 }
@@ -612,7 +654,9 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	raw, err := lz.call(ctx, partition, p.epoch, ops, entries)
 	lz.mu.Lock()
 	defer lz.mu.Unlock()
+	lz.stats.Calls++
 	if err != nil {
+		lz.stats.Failures++
 		for _, o := range ops {
 			if sl := p.slices[o.key]; sl != nil && !o.drop {
 				sl.granted += o.given // Redis's record says what is held; the next call reads it

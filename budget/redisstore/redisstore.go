@@ -329,6 +329,7 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if res, handled, err := s.lease.reserve(ctx, r); handled {
 		return res, err
 	}
+	s.lease.counted(&s.lease.stats.Exact)
 	res, err := s.reserveExact(ctx, r)
 	if budget.IsBudgetRefusal(err) && s.lease.standsInTheWay(ctx, r) {
 		// Refused while this process held free slices of its buckets,

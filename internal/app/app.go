@@ -88,6 +88,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			Name: "tollgate_spool_depth",
 			Help: "Settlements waiting in the spool for the budget store.",
 		}, func() float64 { return float64(shared.spool.Len()) }))
+		if _, leased := shared.store.LeaseStats(); leased {
+			registerLeaseMetrics(a.reg, shared.store)
+		}
 		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tollgate_store_breaker_open",
 			Help: "1 while the budget store's breaker is open (Redis failing; answering unavailable at once), 0.5 half-open, 0 closed.",

@@ -214,6 +214,38 @@ func (s *sharedStore) ready(ctx context.Context) error {
 	return nil
 }
 
+// registerLeaseMetrics exposes how a leased store admits requests: most
+// should be "local"; a rising "exact" share means buckets near their
+// ceilings (or limits that are never leased), failures a Redis away.
+func registerLeaseMetrics(reg prometheus.Registerer, store *redisstore.Store) {
+	stat := func(f func(redisstore.LeaseStats) float64) func() float64 {
+		return func() float64 { st, _ := store.LeaseStats(); return f(st) }
+	}
+	for path, f := range map[string]func(redisstore.LeaseStats) float64{
+		"local":  func(st redisstore.LeaseStats) float64 { return float64(st.Local) },
+		"hybrid": func(st redisstore.LeaseStats) float64 { return float64(st.Hybrid) },
+		"exact":  func(st redisstore.LeaseStats) float64 { return float64(st.Exact) },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "tollgate_lease_reservations_total",
+			Help:        "Reservations by how they were admitted: against this instance's leased slices (local), in part (hybrid), or in Redis (exact).",
+			ConstLabels: prometheus.Labels{"path": path},
+		}, stat(f)))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_lease_calls_total",
+		Help: "Lease calls to Redis (flushes and takes), one per org each.",
+	}, stat(func(st redisstore.LeaseStats) float64 { return float64(st.Calls) })))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_lease_call_failures_total",
+		Help: "Lease calls that failed; local admission waits for one that succeeds.",
+	}, stat(func(st redisstore.LeaseStats) float64 { return float64(st.Failures) })))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_lease_slices",
+		Help: "Buckets this instance holds a leased slice of.",
+	}, stat(func(st redisstore.LeaseStats) float64 { return float64(st.Slices) })))
+}
+
 // leaseOptions are the store's budget leases, or nil for exact reservations.
 func leaseOptions(rc config.Redis) *redisstore.LeaseOptions {
 	if rc.Exact {

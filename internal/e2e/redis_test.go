@@ -430,3 +430,28 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	load()
 	want(2)
 }
+
+// Far from its ceilings, a leased gateway admits requests against its
+// slices: the metrics say so, and Redis runs a few lease calls, not two
+// scripts per request.
+func TestLeasedRequestsAreAdmittedLocally(t *testing.T) {
+	srv := redistest.Start(t)
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$1000", period: month}, {name: rpm, kind: rate, unit: requests, amount: 100000, window: 1m}`,
+		redisAddr:  srv.Addr, spoolDir: t.TempDir(),
+	})
+	for i := range 40 {
+		if status, _, body, err := send(http.DefaultClient, h.url, chatBody(i, i%2 == 0)); err != nil || status != 200 {
+			t.Fatalf("request %d: %d %s %v", i, status, body, err)
+		}
+	}
+	fams := h.scrape()
+	local := value(t, fams, "tollgate_lease_reservations_total", map[string]string{"path": "local"})
+	exact := value(t, fams, "tollgate_lease_reservations_total", map[string]string{"path": "exact"})
+	if local < 35 || local+exact != 40 {
+		t.Fatalf("of 40 requests %v were admitted locally and %v exactly", local, exact)
+	}
+	if calls := value(t, fams, "tollgate_lease_calls_total", nil); calls > 10 {
+		t.Fatalf("%v lease calls for 40 requests", calls)
+	}
+}

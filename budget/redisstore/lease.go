@@ -122,6 +122,7 @@ type partLease struct {
 	pending  map[string]int64 // spend for a slice being dropped: the next one's
 	entries  []any            // ledger entries (JSON, outcome) not yet flushed
 	epoch    int64            // the partition's epoch at the last lease call (under call)
+	lessees  int64            // the live lessees the last call counted
 }
 
 // slice is what this process holds of one bucket. Units: a ceiling's or
@@ -140,6 +141,7 @@ type slice struct {
 	view    budget.Counters
 	until   int64 // when view's run-time ceiling lapses (unix µs; 0: never)
 	denied  bool  // a take was refused: reserve exactly until the next flush
+	near    bool  // the bucket's room is under a slice per lessee: reserve exactly
 }
 
 func (sl *slice) free() int64 {
@@ -389,7 +391,7 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 				lacking = map[string]int64{}
 			}
 			lacking[key] = need
-			if sl.denied {
+			if sl.denied || sl.near {
 				// Redis refused this bucket a take since the last flush:
 				// do not ask again, reserve exactly — with the slices
 				// given back and the spend flushed first, so the exact
@@ -630,7 +632,7 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	ops := make([]op, 0, len(keys)+len(p.dropping))
 	for _, key := range keys {
 		sl := p.slices[key]
-		o := lz.plan(key, sl, lacking, now)
+		o := lz.plan(p, key, sl, lacking, now)
 		if o.drop {
 			// Done with it: from here on only Redis holds it, until the
 			// drop (safe to send again) is confirmed.
@@ -666,7 +668,7 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 		lz.failed = lz.failed || errors.Is(err, budget.ErrStoreUnavailable)
 		return err
 	}
-	lz.health, lz.failed, p.epoch = lz.s.now(), false, raw[2]
+	lz.health, lz.failed, p.epoch, p.lessees = lz.s.now(), false, raw[2], raw[1]
 	lz.s.mu.Lock()
 	lz.s.partitions[partition] = struct{}{}
 	lz.s.mu.Unlock()
@@ -702,10 +704,32 @@ func (lz *leaser) satisfied(p *partLease, lacking map[string]int64) bool {
 	return true
 }
 
+// nearCeiling tells whether the bucket's unclaimed room, as the last call
+// saw it, is under one slice of want per lessee.
+func (sl *slice) nearCeiling(want, lessees int64, now time.Time) bool {
+	var room int64
+	switch v := &sl.view; sl.kind {
+	case kCeiling:
+		capacity := sl.limit.Amount
+		if v.HasOverride {
+			capacity = v.Override
+		}
+		room = capacity - v.Spent - v.Pending
+	case kConcurrency:
+		room = sl.limit.Amount - v.InFlight
+	case kRate:
+		tol, _ := budget.RateCost(&sl.limit, sl.limit.Capacity())
+		room = now.UnixMicro() + tol - max(v.TAT, now.UnixMicro())
+	default:
+		return false
+	}
+	return room < max(1, lessees)*want
+}
+
 // plan is one slice's part of a lease call: a periodic one (lacking nil)
 // renews every slice by its demand; one a request waits for only takes
 // what lacking asks or gives back. Requires lz.mu.
-func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time.Time) op {
+func (lz *leaser) plan(p *partLease, key string, sl *slice, lacking map[string]int64, now time.Time) op {
 	o := op{key: key, kind: sl.kind, spent: sl.spent, seen: sl.flushed, capacity: sl.limit.Amount, debit: sl.debit}
 	switch sl.kind {
 	case kRate:
@@ -755,8 +779,17 @@ func (lz *leaser) plan(key string, sl *slice, lacking map[string]int64, now time
 		o.target, o.floor, o.asked = sl.held+max(want, 2*need), sl.held+need, true
 	case periodic && sl.rate == 0:
 		o.target = sl.held // idle for a whole interval: give back everything not in use
+	case periodic && sl.nearCeiling(want, p.lessees, now):
+		// Slices shrink near a ceiling: a slice held here would make
+		// other instances' exact reservations refuse ("held") while it
+		// sits partly unused. Give it back; reserve exactly until the
+		// room is back.
+		o.target, sl.near = sl.held, true
 	case periodic && (free < want/2 || free > 2*want):
 		o.target = sl.held + want
+	}
+	if periodic && o.target != sl.held {
+		sl.near = false
 	}
 	if o.target < after {
 		o.given = after - o.target

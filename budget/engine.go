@@ -50,6 +50,7 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 	}
 	seen := make(map[string]struct{}, len(limits))
 	debits := make([]Debit, len(limits))
+	shard := 0
 	for i, l := range limits {
 		if err := l.Validate(); err != nil {
 			return nil, Result{Decider: -1}, err
@@ -59,6 +60,12 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 		}
 		if l.Partition != limits[0].Partition {
 			return nil, Result{Decider: -1}, fmt.Errorf("budget: limits span partitions %q and %q", limits[0].Partition, l.Partition)
+		}
+		if l.Shard != 0 {
+			if shard != 0 && l.Shard != shard {
+				return nil, Result{Decider: -1}, fmt.Errorf("budget: limits span shards %d and %d", shard, l.Shard)
+			}
+			shard = l.Shard
 		}
 		seen[l.Bucket] = struct{}{}
 		amount := est.Of(l.Unit)

@@ -114,6 +114,13 @@ type Limit struct {
 	// puts it in one cluster slot); every limit of one reservation must
 	// share it.
 	Partition string
+	// Shard, when not zero, says the bucket is one shard of a limit split
+	// to spread a hot key: its state is kept in shard Shard-1 of the
+	// partition, which a store may place apart from the partition's own
+	// state (the Redis store gives it another cluster slot). Every sharded
+	// limit of one reservation has the same Shard; a store reserves the
+	// partition's part and the shard's part all or nothing.
+	Shard int
 	// Name is the policy name shown to clients (RateLimit-Policy) and in
 	// refusals, e.g. "team-usd-month".
 	Name  string
@@ -151,6 +158,10 @@ type Limit struct {
 	Location *time.Location `json:"-"`
 }
 
+// MaxShards bounds Limit.Shard: the shards of one partition a store keeps
+// apart (each is one more place a sweeper looks in).
+const MaxShards = 16
+
 // Capacity is the most one bucket can ever grant at once: a Rate limit's
 // burst (Amount when Burst is zero), otherwise Amount.
 func (l *Limit) Capacity() int64 {
@@ -165,8 +176,11 @@ func (l *Limit) Validate() error {
 	if l.Bucket == "" {
 		return errors.New("budget: limit without bucket")
 	}
-	if strings.ContainsAny(l.Partition, "/{}") {
-		return fmt.Errorf("budget: limit %s: partition %q contains / { or }", l.Bucket, l.Partition)
+	if strings.ContainsAny(l.Partition, "/{}~") {
+		return fmt.Errorf("budget: limit %s: partition %q contains / { } or ~", l.Bucket, l.Partition)
+	}
+	if l.Shard < 0 || l.Shard > MaxShards {
+		return fmt.Errorf("budget: limit %s: shard %d is not in 0..%d", l.Bucket, l.Shard, MaxShards)
 	}
 	if l.Amount < 0 {
 		return fmt.Errorf("budget: limit %s: negative amount %d", l.Bucket, l.Amount)

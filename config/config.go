@@ -6,6 +6,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
 )
 
 // Config is the whole file.
@@ -424,4 +426,48 @@ type Key struct {
 	// Unlimited keys (admin, on-call) are never refused by a limit; their
 	// requests are metered, priced, logged and counted as bypasses.
 	Unlimited bool `yaml:"unlimited"`
+}
+
+// ShardSlots is how many places each org's sharded limits spread over:
+// the largest divisor of every sharded limit's Shards that is at most
+// budget.MaxShards (16). Shard i of any limit lives in place i mod
+// ShardSlots, and one request's shards (picked by one hash of its id) all
+// fall in the same place, so the request still reserves its shards in one
+// atomic step. 1 when no limit is sharded, or when the counts share no
+// divisor above 1 (shards: 8 and 12 spread over 4; 16 and 1024 over 16).
+func (c *Config) ShardSlots() int64 {
+	g := int64(0)
+	add := func(ls []Limit) {
+		for _, l := range ls {
+			if l.Shards > 1 {
+				a, b := g, l.Shards
+				for b != 0 {
+					a, b = b, a%b
+				}
+				g = a
+			}
+		}
+	}
+	for _, ls := range c.Plans {
+		add(ls)
+	}
+	for _, o := range c.Orgs {
+		add(o.Limits)
+		for _, t := range o.Teams {
+			add(t.Limits)
+			add(t.UserLimits)
+			for _, ls := range t.ModelLimits {
+				add(ls)
+			}
+			for _, k := range t.Keys {
+				add(k.Limits)
+			}
+		}
+	}
+	for s := min(g, budget.MaxShards); s > 1; s-- {
+		if g%s == 0 {
+			return s
+		}
+	}
+	return 1
 }

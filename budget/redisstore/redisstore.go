@@ -5,7 +5,8 @@
 // and takes the time from Redis TIME, so every instance shares one clock.
 //
 // Every key of one partition (org) carries the hash tag of that partition,
-// "tg:{<org>}:…", so one script touches one cluster slot. Settlements that
+// "tg:{<org>}:…", so one script touches one cluster slot; a sharded limit's
+// shard has a slot of its own (shards.go). Settlements that
 // cannot reach Redis are spooled (see spool.go) and replayed when it answers.
 //
 // The budget core never imports this package; it imports the core.
@@ -89,6 +90,10 @@ type Options struct {
 	// Partitions the sweeper looks at besides those this process has seen
 	// (the configured orgs).
 	Partitions []string
+	// Shards is how many shards of each of Partitions sharded limits use
+	// (budget.Limit.Shard up to it, config.ShardSlots): the sweeper looks
+	// in each from the start, as in its partition.
+	Shards int
 	// Now pins the clock for tests; nil means Redis TIME.
 	Now func() time.Time
 	// Spool keeps settlements Redis could not take; nil means none (a
@@ -126,6 +131,9 @@ type Store struct {
 
 	mu   sync.Mutex
 	open map[string]openReservation // reservations made here and not yet settled
+	// parts are the ids of the parts of reservations made here across
+	// a partition and its shards (shards.go), until they are settled.
+	parts map[string][]string
 	// settled are the reservations settled here lately. Elsewhere a
 	// settled id reads as unknown, except to a settlement replayed from
 	// this process's spool, which carries its partition's epoch.
@@ -168,7 +176,7 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.BreakerTimeout <= 0 {
 		opts.BreakerTimeout = time.Second
 	}
-	s := &Store{rdb: rdb, opts: opts, open: map[string]openReservation{}, partitions: map[string]struct{}{}}
+	s := &Store{rdb: rdb, opts: opts, open: map[string]openReservation{}, parts: map[string][]string{}, partitions: map[string]struct{}{}}
 	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: 1,
@@ -194,6 +202,11 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	})
 	for _, p := range opts.Partitions {
 		s.partitions[p] = struct{}{}
+		for k := range opts.Shards {
+			if p != "" && opts.Shards > 1 {
+				s.partitions[partitionOf(&budget.Limit{Partition: p, Shard: k + 1})] = struct{}{}
+			}
+		}
 	}
 	if opts.Leases != nil {
 		s.lease = newLeaser(s, *opts.Leases)
@@ -323,6 +336,15 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 			return budget.Result{Decider: -1}, fmt.Errorf("redisstore: bucket %q contains a tab or newline", d.Limit.Bucket)
 		}
 	}
+	if parts := split(r); parts != nil {
+		return s.reserveParts(ctx, r, parts)
+	}
+	return s.reservePart(ctx, r)
+}
+
+// reservePart reserves r, whose debits all keep their state in the
+// partition of its id.
+func (s *Store) reservePart(ctx context.Context, r *budget.Reservation) (budget.Result, error) {
 	if s.lease == nil {
 		return s.reserveExact(ctx, r)
 	}
@@ -511,6 +533,14 @@ func (s *Store) settle(ctx context.Context, id string, actual budget.Amounts, re
 	if err := actual.Validate(); err != nil {
 		return 0, err
 	}
+	if ids := s.partsOf(id); ids != nil {
+		return s.settleParts(ctx, id, ids, actual, rec)
+	}
+	return s.settlePart(ctx, id, actual, rec)
+}
+
+// settlePart settles one reservation of one partition.
+func (s *Store) settlePart(ctx context.Context, id string, actual budget.Amounts, rec json.RawMessage) (budget.Outcome, error) {
 	if s.lease != nil {
 		if o, handled, err := s.lease.settle(id, actual, rec); handled {
 			s.mu.Lock()
@@ -616,6 +646,19 @@ var _ budget.UnreservedRecorder = (*Store)(nil)
 // RecordUnreserved implements budget.UnreservedRecorder: the ceilings among
 // debits are charged actual, now if Redis answers, else from the spool.
 func (s *Store) RecordUnreserved(ctx context.Context, id string, debits []budget.Debit, actual budget.Amounts, entry *budget.Entry) error {
+	r := &budget.Reservation{ID: id, Debits: debits, Entry: entry}
+	parts := split(r)
+	if parts == nil {
+		return s.recordUnreserved(ctx, id, debits, actual, entry)
+	}
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, s.recordUnreserved(ctx, p.r.ID, p.r.Debits, actual, p.r.Entry))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) recordUnreserved(ctx context.Context, id string, debits []budget.Debit, actual budget.Amounts, entry *budget.Entry) error {
 	call, err := s.settleCall(id, debits, true, actual)
 	if err != nil {
 		return err
@@ -762,6 +805,19 @@ func kindArg(k budget.Kind) string {
 
 // Extend implements budget.Store.
 func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) error {
+	ids := s.partsOf(id)
+	if ids == nil {
+		return s.extendPart(ctx, id, lease)
+	}
+	for _, pid := range ids {
+		if err := s.extendPart(ctx, pid, lease); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) extendPart(ctx context.Context, id string, lease time.Duration) error {
 	if s.lease != nil && s.lease.extend(id, lease) {
 		s.mu.Lock()
 		_, exactToo := s.open[id]
@@ -849,11 +905,36 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Peek implements budget.Store.
+// Peek implements budget.Store: one script call per partition (or shard)
+// the limits keep their state in.
 func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Status, error) {
+	groups := byPartition(limits)
+	if len(groups) <= 1 {
+		return s.peek(ctx, limits)
+	}
+	out := make([]budget.Status, len(limits))
+	for _, g := range groups {
+		ls := make([]budget.Limit, len(g))
+		for j, i := range g {
+			ls[j] = limits[i]
+		}
+		st, err := s.peek(ctx, ls)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range g {
+			out[i] = st[j]
+		}
+	}
+	return out, nil
+}
+
+// peek reads limits that all keep their state in one partition.
+func (s *Store) peek(ctx context.Context, limits []budget.Limit) ([]budget.Status, error) {
 	if len(limits) == 0 {
 		return nil, nil
 	}
+	partition := partitionOf(&limits[0])
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	now := s.now()
@@ -862,7 +943,7 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 		debits[i] = budget.Debit{Limit: limits[i]}
 	}
 	budget.SetPeriods(debits, now)
-	tag := s.tag(limits[0].Partition)
+	tag := s.tag(partition)
 	keys := make([]string, 1, 1+len(debits))
 	keys[0] = tag + "ceilings"
 	args := []any{s.nowArg()}
@@ -900,7 +981,7 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	}
 	counters := decodeCounters(raw[1:], len(debits))
 	if s.lease != nil {
-		s.lease.adjust(limits[0].Partition, keys[1:], counters)
+		s.lease.adjust(partition, keys[1:], counters)
 	}
 	return budget.StatusOf(debits, counters, time.UnixMicro(raw[0])), nil
 }
@@ -977,7 +1058,7 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 // ResetSpent implements budget.Store: the current period is the one the
 // store's clock (or Options.Now) is in, as for Peek.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
-	if err := s.flushFor(ctx, l.Partition); err != nil {
+	if err := s.flushFor(ctx, partitionOf(&l)); err != nil {
 		return "", 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
@@ -987,7 +1068,7 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	budget.SetPeriods(ds, now)
 	var was int64
 	err := s.do(func() (err error) {
-		was, err = resetScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(l.Partition), &ds[0])}).Int64()
+		was, err = resetScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(partitionOf(&l)), &ds[0])}).Int64()
 		return err
 	})
 	if err != nil {
@@ -1001,7 +1082,7 @@ func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (in
 	if spent < 0 {
 		return 0, fmt.Errorf("redisstore: negative spend %d", spent)
 	}
-	if err := s.flushFor(ctx, l.Partition); err != nil {
+	if err := s.flushFor(ctx, partitionOf(&l)); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
@@ -1010,7 +1091,7 @@ func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (in
 	budget.SetPeriods(ds, s.now())
 	var was int64
 	err := s.do(func() (err error) {
-		was, err = raiseScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(l.Partition), &ds[0])}, spent, ceilingRetention(l.Period).Milliseconds()).Int64()
+		was, err = raiseScript.Run(ctx, s.rdb, []string{s.bucketKey(s.tag(partitionOf(&l)), &ds[0])}, spent, ceilingRetention(l.Period).Milliseconds()).Int64()
 		return err
 	})
 	if err != nil {

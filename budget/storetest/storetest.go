@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"a fixed window lets twice its limit through at an edge", fixedWindowEdge},
 		{"a sliding window keeps within its documented error", slidingWindowError},
 		{"a sliding log is exact", slidingLogExact},
+		{"a reservation across a partition and a shard is all or nothing", sharded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -791,5 +792,81 @@ func slidingLogExact(t *testing.T, s budget.Store, c *Clock) {
 	}
 	if _, _, err := reserve(t, s, "big2", time.Minute, budget.Amounts{Tokens: 101}, tok); !errors.Is(err, budget.ErrTooLarge) {
 		t.Fatalf("more than the log can ever hold: %v", err)
+	}
+}
+
+// sharded reserves a partition's budget together with one shard of a busy
+// rate limit, which a store may keep apart (the Redis store: another
+// cluster slot): all or nothing either way, and settled, extended and
+// swept as one reservation.
+func sharded(t *testing.T, s budget.Store, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	team.Partition = "acme"
+	rate := budget.Limit{Bucket: "rpm#2", Name: "rpm", Partition: "acme", Shard: 3, Scope: budget.ScopeKey,
+		Kind: budget.Rate, Unit: budget.Requests, Amount: 2, Window: 30 * 24 * time.Hour} // no refill to speak of
+	other := rate
+	other.Bucket, other.Shard = "tpm#2", 3
+	other.Unit, other.Amount = budget.Tokens, 1000
+	est := budget.Amounts{Tokens: 100, Requests: 1, Cost: 4 * budget.Dollar}
+	res := mustReserve(t, s, "acme/a", est, rate, team, other)
+	if len(res.Status) != 3 || res.Status[0].Remaining != 1 || res.Status[1].Held != int64(4*budget.Dollar) || res.Status[2].Remaining != 900 {
+		t.Fatalf("statuses after a split reservation: %+v", res.Status)
+	}
+	// The budget refuses: the shard's part is given back.
+	est.Cost = 7 * budget.Dollar
+	_, res, err := reserve(t, s, "acme/b", time.Minute, est, rate, team, other)
+	if !errors.Is(err, budget.ErrHeld) || res.Decider != 1 {
+		t.Fatalf("err = %v, decider %d; want ErrHeld by the budget (1)", err, res.Decider)
+	}
+	if res.Status[0].Remaining != 1 || res.Status[2].Remaining != 900 {
+		t.Fatalf("a refused reservation reports its limits as found: %+v", res.Status)
+	}
+	if got := remaining(t, s, rate); got != 1 {
+		t.Fatalf("the shard kept a refused request: remaining %d, want 1", got)
+	}
+	if _, err := s.Settle(ctx, "acme/b", usd(0)); !errors.Is(err, budget.ErrUnknownReservation) {
+		t.Fatalf("a refused split reservation must not exist; settle err = %v", err)
+	}
+	// The shard refuses: the budget is not held.
+	est.Cost = budget.Dollar
+	mustReserve(t, s, "acme/c", est, rate, team, other)
+	_, res, err = reserve(t, s, "acme/d", time.Minute, est, rate, team, other)
+	if !errors.Is(err, budget.ErrRateLimited) || res.Decider != 0 {
+		t.Fatalf("err = %v, decider %d; want ErrRateLimited by the shard (0)", err, res.Decider)
+	}
+	if res.Status[1].Capacity != int64(10*budget.Dollar) || res.Status[1].Held != int64(5*budget.Dollar) {
+		t.Fatalf("the budget as found by a refusal of the shard: %+v", res.Status[1])
+	}
+	if got := remaining(t, s, team); got != int64(5*budget.Dollar) {
+		t.Fatalf("the budget held a request its shard refused: remaining %d, want $5", got)
+	}
+	// Settled as one: the budget charged, the shard's tokens refunded.
+	mustSettle(t, s, "acme/a", budget.Amounts{Tokens: 40, Requests: 1, Cost: 3 * budget.Dollar}, budget.Settled)
+	mustSettle(t, s, "acme/a", budget.Amounts{Tokens: 40, Requests: 1, Cost: 3 * budget.Dollar}, budget.AlreadySettled)
+	if got := remaining(t, s, other); got != 860 {
+		t.Fatalf("tokens after settling: remaining %d, want 860", got)
+	}
+	// Extended as one, and swept as one once it is not.
+	c.Advance(50 * time.Second)
+	if err := s.Extend(ctx, "acme/c", time.Minute); err != nil {
+		t.Fatalf("extend a split reservation: %v", err)
+	}
+	c.Advance(50 * time.Second)
+	if n, err := s.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("an extended split reservation was swept: n=%d err=%v", n, err)
+	}
+	c.Advance(11 * time.Second)
+	if n, err := s.Sweep(ctx); err != nil || n == 0 {
+		t.Fatalf("sweep after expiry: n=%d err=%v", n, err)
+	}
+	if got, want := remaining(t, s, team), int64(10*budget.Dollar-4*budget.Dollar); got != want {
+		t.Fatalf("budget after the sweep: remaining %d, want %d (3 settled + 1 swept)", got, want)
+	}
+	if got := remaining(t, s, other); got != 860 {
+		t.Fatalf("tokens after the sweep: remaining %d, want 860 (a sweep keeps what was taken)", got)
+	}
+	mustSettle(t, s, "acme/c", budget.Amounts{Tokens: 10, Requests: 1, Cost: budget.Dollar / 2}, budget.Corrected)
+	if got, want := remaining(t, s, team), int64(10*budget.Dollar-3*budget.Dollar-budget.Dollar/2); got != want {
+		t.Fatalf("budget after a late settlement: remaining %d, want %d", got, want)
 	}
 }

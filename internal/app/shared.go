@@ -78,7 +78,7 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 	}
 	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
 		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
-			Partitions: orgs, Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != "", Leases: leaseOptions(rc)})}
+			Partitions: orgs, Shards: int(cfg.ShardSlots()), Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != "", Leases: leaseOptions(rc)})}
 	if cfg.LedgerPostgres != "" {
 		if s.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
 			s.close()

@@ -455,3 +455,51 @@ func TestLeasedRequestsAreAdmittedLocally(t *testing.T) {
 		t.Fatalf("%v lease calls for 40 requests", calls)
 	}
 }
+
+// A sharded rate limit on Redis: its shards sit in slots of their own
+// (tg:{acme~i}), together they admit no more than the limit, a refusal is
+// the rate limit's, and the team's budget is charged what the upstream
+// reported — leases off and on.
+func TestShardedRateLimitOnRedis(t *testing.T) {
+	for _, mode := range []struct{ name, extra string }{{"exact", "    exact: true\n"}, {"leased", ""}} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			h := startWith(t, setup{
+				teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$1000", period: month}, {name: hot, kind: rate, unit: requests, amount: 8, window: 1h, shards: 4}`,
+				redisAddr:  srv.Addr, spoolDir: t.TempDir(), redisExtra: mode.extra,
+			})
+			ok := 0
+			for i := range 40 {
+				status, _, body, err := send(http.DefaultClient, h.url, chatBody(i, i%2 == 0))
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case status == 200:
+					ok++
+				case status != 429 || !strings.Contains(body, `"rate_limit_exceeded"`):
+					t.Fatalf("request %d: %d %s", i, status, body)
+				}
+			}
+			if ok == 0 || ok > 8 {
+				t.Fatalf("%d of 40 requests passed a limit of 8 in 4 shards", ok)
+			}
+			keys, err := h.rdb.Keys(ctx, "tg:{acme~*}:r:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) < 2 {
+				t.Fatalf("shard keys %v: want the shards in slots of their own", keys)
+			}
+			spent, pending := h.redisSpent()
+			reported := h.reportedCost("test-model")
+			for deadline := time.Now().Add(10 * time.Second); (spent != reported || pending != 0) && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				spent, pending = h.redisSpent()
+				reported = h.reportedCost("test-model")
+			}
+			if spent != reported || pending != 0 || spent == 0 {
+				t.Fatalf("spent %d pending %d; the upstream reported usage worth %d", spent, pending, reported)
+			}
+		})
+	}
+}

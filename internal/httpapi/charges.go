@@ -78,7 +78,7 @@ func (ch *Charges) Of(e budget.Entry) (charges []Charge, skipped []string) {
 			skipped = append(skipped, pl.limit.Bucket)
 			continue
 		}
-		if l, ok := pl.resolve(k); ok {
+		if l, ok := pl.resolve(k, p.slots); ok {
 			charges = append(charges, Charge{Limit: l, Amount: amounts.Of(l.Unit)})
 		}
 	}

@@ -32,6 +32,7 @@ type Principal struct {
 	loc      *time.Location
 	// unlimited keys are never refused by a limit (counted as bypasses).
 	unlimited bool
+	slots     int64 // config.ShardSlots
 }
 
 // Allows reports whether the key may use model.
@@ -55,8 +56,10 @@ func wrap(l config.Limit, b budget.Limit) policyLimit {
 }
 
 // resolve returns the limit's bucket for one request, or false when the
-// limit does not apply to the request's route.
-func (pl *policyLimit) resolve(k requestKey) (budget.Limit, bool) {
+// limit does not apply to the request's route. A sharded limit's shard
+// keeps its state in shard i mod slots of the partition
+// (config.ShardSlots).
+func (pl *policyLimit) resolve(k requestKey, slots int64) (budget.Limit, bool) {
 	if len(pl.endpoints) > 0 && !slices.Contains(pl.endpoints, k.Route) {
 		return budget.Limit{}, false
 	}
@@ -71,7 +74,11 @@ func (pl *policyLimit) resolve(k requestKey) (budget.Limit, bool) {
 	if pl.shards > 1 {
 		h := fnv.New32a()
 		h.Write([]byte(k.ID))
-		l.Bucket += "#" + strconv.FormatUint(uint64(h.Sum32())%uint64(pl.shards), 10)
+		i := uint64(h.Sum32()) % uint64(pl.shards)
+		l.Bucket += "#" + strconv.FormatUint(i, 10)
+		if slots > 1 {
+			l.Shard = int(i%uint64(slots)) + 1
+		}
 		l.Amount = max(1, l.Amount/pl.shards)
 		if l.Burst > 0 {
 			l.Burst = max(1, l.Burst/pl.shards)
@@ -85,7 +92,7 @@ func (p *Principal) Limits(k requestKey) []budget.Limit {
 	pls := p.policyLimits(k)
 	out := make([]budget.Limit, 0, len(pls))
 	for i := range pls {
-		if l, ok := pls[i].resolve(k); ok {
+		if l, ok := pls[i].resolve(k, p.slots); ok {
 			out = append(out, l)
 		}
 	}
@@ -170,6 +177,7 @@ func (d *directory) lookup(plain string) (*Principal, bool) {
 // compiled with the limits of the team they belong to.
 func newDirectory(c *config.Config, extra map[[2]string][]config.Key) (*directory, error) {
 	d := &directory{byHash: map[[32]byte]*Principal{}}
+	slots := c.ShardSlots()
 	for _, o := range c.Orgs {
 		loc, err := OrgLocation(c, o)
 		if err != nil {
@@ -183,7 +191,7 @@ func newDirectory(c *config.Config, extra map[[2]string][]config.Key) (*director
 				keys = extra[[2]string{o.ID, t.ID}]
 			}
 			for _, k := range keys {
-				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited}
+				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited, slots: slots}
 				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
 				if err != nil || len(raw) != 32 {
 					return nil, fmt.Errorf("httpapi: key %s/%s: bad hash", o.ID, k.ID)

@@ -200,3 +200,52 @@ orgs:
 		t.Fatal("an org that does not exist was found")
 	}
 }
+
+// Sharded limits spread over config.ShardSlots places: one request's
+// shards all fall in one (so the Redis store reserves them in one atomic
+// call, in one cluster slot), and requests use every place.
+func TestShardedLimitsOfARequestShareOnePlace(t *testing.T) {
+	c, d := directoryOf(t, `
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+orgs:
+  - id: o
+    limits:
+      - {name: org-hot, kind: rate, unit: requests, amount: 10000, shards: 12}
+    teams:
+      - id: t
+        limits:
+          - {name: team-hot, kind: rate, unit: tokens, amount: 100000, shards: 8}
+          - {name: budget, kind: budget, unit: usd, amount: "$10", period: month}
+        keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
+`)
+	if got := c.ShardSlots(); got != 4 {
+		t.Fatalf("ShardSlots of shards 12 and 8 = %d, want 4", got)
+	}
+	p, _ := d.lookup("tg-k")
+	places := map[int]bool{}
+	for i := range 200 {
+		ls := p.Limits(requestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})
+		shard := -1
+		for _, l := range ls {
+			if !strings.Contains(l.Bucket, "#") {
+				if l.Shard != 0 {
+					t.Fatalf("an unsharded limit has a shard: %+v", l)
+				}
+				continue
+			}
+			n, _ := strconv.Atoi(l.Bucket[strings.LastIndexByte(l.Bucket, '#')+1:])
+			if l.Shard != n%4+1 {
+				t.Fatalf("bucket %s is in shard %d, want %d", l.Bucket, l.Shard, n%4+1)
+			}
+			if shard >= 0 && l.Shard != shard {
+				t.Fatalf("one request's sharded limits in shards %d and %d", shard, l.Shard)
+			}
+			shard = l.Shard
+		}
+		places[shard] = true
+	}
+	if len(places) != 4 {
+		t.Fatalf("200 requests used %d places, want 4", len(places))
+	}
+}

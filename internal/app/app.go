@@ -124,6 +124,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 			return nil, err
 		}
 		opts.Fallback = budget.NewEngine(local, cfg.Lease)
+		// A settlement may cost a round trip to Redis: not on the
+		// client's connection.
+		opts.SettleAfterResponse = true
 		opts.Pacer = func(upstream string) queue.Pacer { return redisPacer{a.shared.store, upstream} }
 	}
 	switch {
@@ -291,6 +294,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		cancel()
 		<-errc
 	}
+	a.gateway.Drain() // settlements of the last responses, before the store goes
 	stopBG()
 	if cerr := a.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
@@ -330,6 +334,9 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 // the Redis store's spool — and releases the store. Call it after the last
 // request.
 func (a *App) Close() error {
+	if a.gateway != nil {
+		a.gateway.Drain()
+	}
 	if a.ledger != nil {
 		a.ledger.Close()
 	}

@@ -503,3 +503,61 @@ func TestShardedRateLimitOnRedis(t *testing.T) {
 		})
 	}
 }
+
+// On Redis a settlement is a round trip, and it runs after the handler: a
+// stream's last chunk reaches the client, and its connection takes the
+// next request, before the settlement is over (it waits on Redis, held by
+// CLIENT PAUSE WRITE from the upstream's handler). It lands when Redis
+// takes writes again.
+func TestSettlementIsOffTheConnectionsPath(t *testing.T) {
+	srv := redistest.Start(t)
+	pauser := srv.Client()
+	var paused atomic.Bool
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$1000", period: month}`,
+		redisAddr:  srv.Addr, spoolDir: t.TempDir(), redisExtra: "    exact: true\n",
+		sim: simulated.Options{Before: func(*http.Request) {
+			if paused.CompareAndSwap(false, true) {
+				// Shorter than the gateway's Redis read timeout (2 s):
+				// the settlement waits, it does not fail.
+				if err := pauser.Do(context.Background(), "CLIENT", "PAUSE", 1500, "WRITE").Err(); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+	})
+	// settlements is how many settlement calls have ended, well or not.
+	settlements := func() uint64 {
+		for _, m := range h.scrape()["tollgate_store_operation_duration_seconds"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == "settle" {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		return 0
+	}
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	status, _, body, err := send(client, h.url, chatBody(1, true))
+	if err != nil || status != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("stream: %d %v %s", status, err, body)
+	}
+	if n := settlements(); n != 0 {
+		t.Fatal("the stream ended after its settlement: the client waited for a Redis round trip")
+	}
+	resp, err := client.Get(h.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := settlements(); n != 0 {
+		t.Fatal("the connection took its next request only after the settlement")
+	}
+	if err := pauser.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	spent, pending := h.redisSpent()
+	if reported := h.reportedCost("test-model"); spent != reported || pending != 0 || spent == 0 {
+		t.Fatalf("after Redis took writes again: spent %d pending %d; the upstream reported %d", spent, pending, reported)
+	}
+}

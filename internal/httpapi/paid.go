@@ -93,24 +93,27 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		if served {
 			actual = budget.Amounts{Requests: est.Requests, Cost: cost}
 		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
-		defer cancel()
 		e.ReservationID = r.ID
 		e.Usage.Estimated, e.Cost, e.Served = estimated && served, actual.Cost, served
-		outcome, serr := g.engine.SettleEntry(ctx, r, actual, e)
-		if serr != nil {
-			g.log.Error("settling", "request_id", id, "reservation", r.ID, "err", serr)
-		}
-		if served {
-			g.metrics.SpendMicros.WithLabelValues(pr.Team, name).Add(float64(actual.Cost))
-		}
-		e.Outcome = outcome.String()
-		if f := g.ledger.Load(); f != nil {
-			(*f)(*e)
-		}
-		g.log.Info("request", "request_id", id, "org", pr.Org, "team", pr.Team, "key", pr.Key, "route", p.cfg.Prefix,
-			"reservation", r.ID, "outcome", outcome.String(), "served", served, "units", units, "units_reported", reported,
-			"estimate_usd_micros", int64(p.max), "actual_usd_micros", int64(actual.Cost))
+		rctx := c.Request().Context()
+		g.afterResponse(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), 5*time.Second)
+			defer cancel()
+			outcome, serr := g.engine.SettleEntry(ctx, r, actual, e)
+			if serr != nil {
+				g.log.Error("settling", "request_id", id, "reservation", r.ID, "err", serr)
+			}
+			if served {
+				g.metrics.SpendMicros.WithLabelValues(pr.Team, name).Add(float64(actual.Cost))
+			}
+			e.Outcome = outcome.String()
+			if f := g.ledger.Load(); f != nil {
+				(*f)(*e)
+			}
+			g.log.Info("request", "request_id", id, "org", pr.Org, "team", pr.Team, "key", pr.Key, "route", p.cfg.Prefix,
+				"reservation", r.ID, "outcome", outcome.String(), "served", served, "units", units, "units_reported", reported,
+				"estimate_usd_micros", int64(p.max), "actual_usd_micros", int64(actual.Cost))
+		})
 		return err
 	}
 }

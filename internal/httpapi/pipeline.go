@@ -191,7 +191,8 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		default:
 			cl.outcome = "upstream_error"
 		}
-		g.finish(c.Request().Context(), cl, usage, served)
+		ctx := c.Request().Context()
+		g.afterResponse(func() { g.finish(ctx, cl, usage, served) })
 		return err
 	}
 }

@@ -57,6 +57,11 @@ type Gateway struct {
 	pacer     func(upstream string) queue.Pacer
 	stateMu   sync.Mutex
 	upstreams map[string]*upstreamState
+
+	// settleAsync runs settlements after the handler (Options.SettleAfterResponse);
+	// settling counts those still running.
+	settleAsync bool
+	settling    sync.WaitGroup
 }
 
 // settings is everything the gateway derives from a config.
@@ -163,6 +168,12 @@ type Options struct {
 	// Guard locks out addresses that fail authentication; nil: one on
 	// Engine's store, of the gateway's own.
 	Guard *authguard.Guard
+	// SettleAfterResponse settles each request after its handler has
+	// returned, for a store a settlement costs a round trip to: the
+	// client's response is complete (a stream's last chunk sent) and its
+	// connection free for its next request before that round trip. Drain
+	// waits for them. Off, a request settles before its handler returns.
+	SettleAfterResponse bool
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -191,6 +202,8 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		keys:      opts.Keys,
 		guard:     opts.Guard,
 		upstreams: map[string]*upstreamState{},
+
+		settleAsync: opts.SettleAfterResponse,
 	}
 	st, err := g.newSettings(c)
 	if err != nil {
@@ -577,6 +590,22 @@ type Entry = budget.Entry
 // Mount lets another package add routes (the admin API) to the gateway's
 // router.
 func (g *Gateway) Mount(f func(*echo.Echo)) { f(g.echo) }
+
+// afterResponse runs settle, a request's settlement: now, or (with
+// Options.SettleAfterResponse) on its own goroutine, so that the handler
+// returns first.
+func (g *Gateway) afterResponse(settle func()) {
+	if !g.settleAsync {
+		settle()
+		return
+	}
+	g.settling.Go(settle)
+}
+
+// Drain waits for the settlements still running after their responses.
+// Call it once the server has stopped taking requests, before the store
+// is closed.
+func (g *Gateway) Drain() { g.settling.Wait() }
 
 // OnSettle sets the function every settlement is handed to (the ledger).
 func (g *Gateway) OnSettle(f func(Entry)) { g.ledger.Store(&f) }

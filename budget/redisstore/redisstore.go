@@ -141,6 +141,7 @@ type Store struct {
 	partitions map[string]struct{}
 
 	lease *leaser // nil: exact
+	batch batcher // settlements waiting together go in one pipeline
 }
 
 // openReservation is what this process remembers of a reservation it made:
@@ -177,6 +178,7 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		opts.BreakerTimeout = time.Second
 	}
 	s := &Store{rdb: rdb, opts: opts, open: map[string]openReservation{}, parts: map[string][]string{}, partitions: map[string]struct{}{}}
+	s.batch.s = s
 	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: 1,
@@ -754,11 +756,9 @@ func (s *Store) run(ctx context.Context, call *SettleCall) (budget.Outcome, erro
 	return 0, budget.ErrUnknownReservation
 }
 
-// runSettle runs settle.lua for id in mode; call nil charges the reserved
-// amounts (the sweeper).
+// runSettle runs settle.lua for id in mode, in the next batch (batch.go);
+// call nil charges the reserved amounts (the sweeper).
 func (s *Store) runSettle(ctx context.Context, id string, mode settleMode, call *SettleCall) (settleOutcome, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
-	defer cancel()
 	if call == nil {
 		call = &SettleCall{}
 	}
@@ -775,11 +775,7 @@ func (s *Store) runSettle(ctx context.Context, id string, mode settleMode, call 
 			args = append(args, b)
 		}
 	}
-	var raw []int64
-	err := s.do(func() (err error) {
-		raw, err = settleScript.Run(ctx, s.rdb, s.settleKeys(id), args...).Int64Slice()
-		return err
-	})
+	raw, err := s.batch.run(ctx, s.settleKeys(id), args)
 	if err != nil {
 		if isScriptError(err) {
 			return 0, fmt.Errorf("redisstore: settle: %w", err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -28,11 +28,11 @@ func TestReportAndCeilingCommands(t *testing.T) {
 	src := `
 ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
 keys_path: ` + filepath.Join(t.TempDir(), "keys.json") + `
-admin_tokens: [{name: cfo, hash: "` + httpapi.HashKey("tg-cfo") + `", role: finance}, {name: root, hash: "` + httpapi.HashKey("tg-root") + `", role: admin}]
+admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo") + `", role: finance}, {name: root, hash: "` + policy.HashKey("tg-root") + `", role: admin}]
 upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [m]}]
 models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
-        keys: [{id: k, hash: "` + httpapi.HashKey("tg-k") + `"}]}]}]
+        keys: [{id: k, hash: "` + policy.HashKey("tg-k") + `"}]}]}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

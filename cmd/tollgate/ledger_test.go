@@ -19,9 +19,9 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -82,7 +82,7 @@ func TestLedgerReseed(t *testing.T) {
 	}
 	up := httptest.NewServer(sim)
 	defer up.Close()
-	vars := map[string]string{"REDIS": srv.Addr, "PG": db.DSN, "UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey("tg-k1")}
+	vars := map[string]string{"REDIS": srv.Addr, "PG": db.DSN, "UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey("tg-k1")}
 	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
 	src := reseedConfig
 	for k, v := range vars {

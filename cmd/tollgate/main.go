@@ -21,7 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/demo"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -179,7 +179,7 @@ func keys(args []string, stdout io.Writer) error {
 		return errors.New("usage: tollgate keys new | create --org O --team T --id ID [--models a,b] [--plan P] | list [--org O] [--team T] | revoke --org O --id ID")
 	}
 	key := newKey()
-	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, httpapi.HashKey(key), httpapi.HashKey(key))
+	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, policy.HashKey(key), policy.HashKey(key))
 	return nil
 }
 
@@ -203,7 +203,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer upLn.Close()
 	key := newKey()
-	cfg, err := demo.Config("http://"+upLn.Addr().String()+"/v1", httpapi.HashKey(key))
+	cfg, err := demo.Config("http://"+upLn.Addr().String()+"/v1", policy.HashKey(key))
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := demo.Config("http://unused/v1", httpapi.HashKey("unused"))
+	cfg, err := demo.Config("http://unused/v1", policy.HashKey("unused"))
 	if err != nil {
 		return err
 	}

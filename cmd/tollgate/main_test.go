@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -54,7 +54,7 @@ func TestKeysNew(t *testing.T) {
 			hash = v
 		}
 	}
-	if !strings.HasPrefix(key, "tg-") || len(key) < 20 || hash != httpapi.HashKey(key) {
+	if !strings.HasPrefix(key, "tg-") || len(key) < 20 || hash != policy.HashKey(key) {
 		t.Fatalf("key %q hash %q", key, hash)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (an
@@ -118,7 +118,7 @@ func (a *API) resetPeriod(c echo.Context) error {
 		return err
 	}
 	// The period's alerts fire again as spend climbs back.
-	for _, claim := range httpapi.AlertClaims(l, period, a.cfg.Alerts.Thresholds) {
+	for _, claim := range policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds) {
 		if _, _, err := a.engine.ResetSpent(c.Request().Context(), claim); err != nil {
 			return err
 		}
@@ -154,14 +154,14 @@ func (a *API) budgets(org, team, key string) ([]budget.Limit, string, bool) {
 	var limits []budget.Limit
 	ok := false
 	if key == "" {
-		limits, ok = httpapi.ScopeLimits(a.cfg, org, team)
+		limits, ok = policy.ScopeLimits(a.cfg, org, team)
 	} else {
-		var runtime []httpapi.RuntimeKey
+		var runtime []policy.RuntimeKey
 		if a.keys != nil {
 			runtime = a.keys.RuntimeKeys()
 		}
 		var keyTeam string
-		limits, keyTeam, ok = httpapi.KeyLimits(a.cfg, org, key, runtime)
+		limits, keyTeam, ok = policy.KeyLimits(a.cfg, org, key, runtime)
 		if ok && team != "" && team != keyTeam {
 			return nil, "", false
 		}

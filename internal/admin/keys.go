@@ -7,15 +7,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // KeyManager makes, lists and revokes API keys (the gateway).
 type KeyManager interface {
-	CreateKey(ctx context.Context, k httpapi.RuntimeKey) (string, httpapi.RuntimeKey, error)
-	RevokeKey(ctx context.Context, org, id, by string) (httpapi.RuntimeKey, bool, error)
-	ListKeys(org, team string) []httpapi.KeyView
-	RuntimeKeys() []httpapi.RuntimeKey
+	CreateKey(ctx context.Context, k policy.RuntimeKey) (string, policy.RuntimeKey, error)
+	RevokeKey(ctx context.Context, org, id, by string) (policy.RuntimeKey, bool, error)
+	ListKeys(org, team string) []policy.KeyView
+	RuntimeKeys() []policy.RuntimeKey
 }
 
 // WithKeys lets the API manage keys through km.
@@ -42,14 +42,14 @@ func (a *API) createKey(c echo.Context) error {
 	if a.keys == nil {
 		return fail(c, http.StatusConflict, "keys_not_configured", "This gateway keeps no run-time keys: set keys_path (embedded store) or use the Redis store.")
 	}
-	plain, k, err := a.keys.CreateKey(c.Request().Context(), httpapi.RuntimeKey{Org: req.Org, Team: req.Team, ID: req.ID,
+	plain, k, err := a.keys.CreateKey(c.Request().Context(), policy.RuntimeKey{Org: req.Org, Team: req.Team, ID: req.ID,
 		Models: req.Models, Plan: req.Plan, CreatedBy: caller(c).Name})
 	switch {
-	case errors.Is(err, httpapi.ErrNoTeam):
+	case errors.Is(err, policy.ErrNoTeam):
 		return fail(c, http.StatusNotFound, "not_found", "No such org or team.")
-	case errors.Is(err, httpapi.ErrKeyExists):
+	case errors.Is(err, policy.ErrKeyExists):
 		return fail(c, http.StatusConflict, "key_exists", "The org already has a key with this id.")
-	case errors.Is(err, httpapi.ErrBadKey):
+	case errors.Is(err, policy.ErrBadKey):
 		return fail(c, http.StatusBadRequest, "bad_key", err.Error())
 	case err != nil:
 		return err
@@ -67,7 +67,7 @@ func (a *API) createKey(c echo.Context) error {
 // run-time keys (revoked ones with when and by whom), never hashes.
 func (a *API) listKeys(c echo.Context) error {
 	if a.keys == nil {
-		return c.JSON(http.StatusOK, []httpapi.KeyView{})
+		return c.JSON(http.StatusOK, []policy.KeyView{})
 	}
 	return c.JSON(http.StatusOK, a.keys.ListKeys(c.QueryParam("org"), c.QueryParam("team")))
 }
@@ -81,9 +81,9 @@ func (a *API) revokeKey(c echo.Context) error {
 	org, id := c.Param("org"), c.Param("id")
 	k, now, err := a.keys.RevokeKey(c.Request().Context(), org, id, caller(c).Name)
 	switch {
-	case errors.Is(err, httpapi.ErrNoKey):
+	case errors.Is(err, policy.ErrNoKey):
 		return fail(c, http.StatusNotFound, "not_found", "No such key.")
-	case errors.Is(err, httpapi.ErrConfigKey):
+	case errors.Is(err, policy.ErrConfigKey):
 		return fail(c, http.StatusConflict, "key_in_config", "The key is in the config file: remove it there and reload.")
 	case err != nil:
 		return err

@@ -14,8 +14,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // Dimensions a report can group by.
@@ -162,7 +162,7 @@ func (a *API) calendar(tz string) (func(org string) *time.Location, error) {
 	}
 	orgs := map[string]*time.Location{}
 	for _, o := range a.cfg.Orgs {
-		if orgs[o.ID], err = httpapi.OrgLocation(a.cfg, o); err != nil {
+		if orgs[o.ID], err = policy.OrgLocation(a.cfg, o); err != nil {
 			return nil, err
 		}
 	}

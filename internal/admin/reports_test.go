@@ -18,9 +18,9 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // Month boundaries follow each org's calendar, the one its budgets reset
@@ -73,13 +73,13 @@ func pgLedger(t *testing.T, entries []budget.Entry) *ledger.Postgres {
 func reportMonths(t *testing.T, open func(*config.Config, []budget.Entry) *admin.API) {
 	c, err := config.Parse([]byte(`
 time_zone: UTC
-admin_tokens: [{name: cfo, hash: "`+httpapi.HashKey("tg-cfo")+`", role: finance}]
+admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance}]
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, max_output_tokens: 10}}
 orgs:
-  - {id: tokyo, time_zone: Asia/Tokyo, teams: [{id: t, keys: [{id: k1, hash: "`+httpapi.HashKey("tg-1")+`"}]}]}
-  - {id: ny, time_zone: America/New_York, teams: [{id: t, keys: [{id: k2, hash: "`+httpapi.HashKey("tg-2")+`"}]}]}
-  - {id: utc, teams: [{id: t, keys: [{id: k3, hash: "`+httpapi.HashKey("tg-3")+`"}]}]}
+  - {id: tokyo, time_zone: Asia/Tokyo, teams: [{id: t, keys: [{id: k1, hash: "`+policy.HashKey("tg-1")+`"}]}]}
+  - {id: ny, time_zone: America/New_York, teams: [{id: t, keys: [{id: k2, hash: "`+policy.HashKey("tg-2")+`"}]}]}
+  - {id: utc, teams: [{id: t, keys: [{id: k3, hash: "`+policy.HashKey("tg-3")+`"}]}]}
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget/memstore"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // Every route of the OpenAPI document, for every role: no token is 401, a
@@ -33,9 +33,9 @@ func TestEveryRouteChecksItsRoles(t *testing.T) {
 	}
 	src := `
 admin_tokens:
-  - {name: root, hash: "` + httpapi.HashKey("tg-admin") + `", role: admin}
-  - {name: cfo, hash: "` + httpapi.HashKey("tg-finance") + `", role: finance}
-  - {name: lead, hash: "` + httpapi.HashKey("tg-viewer") + `", role: viewer, teams: [acme/search]}
+  - {name: root, hash: "` + policy.HashKey("tg-admin") + `", role: admin}
+  - {name: cfo, hash: "` + policy.HashKey("tg-finance") + `", role: finance}
+  - {name: lead, hash: "` + policy.HashKey("tg-viewer") + `", role: viewer, teams: [acme/search]}
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 10}}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]},

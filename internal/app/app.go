@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
@@ -44,10 +45,10 @@ type App struct {
 	engine  *budget.Engine
 	gateway *httpapi.Gateway
 	reg     *prometheus.Registry
-	ledger  *ledger.File        // nil without ledger_path
-	shipper *ledger.Shipper     // the embedded store's ledger file to PostgreSQL, or nil
-	pg      *ledger.Postgres    // the PostgreSQL ledger, or nil
-	keys    httpapi.KeyRegistry // run-time API keys, or nil
+	ledger  *ledger.File       // nil without ledger_path
+	shipper *ledger.Shipper    // the embedded store's ledger file to PostgreSQL, or nil
+	pg      *ledger.Postgres   // the PostgreSQL ledger, or nil
+	keys    policy.KeyRegistry // run-time API keys, or nil
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance

@@ -22,9 +22,9 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -72,7 +72,7 @@ func chat(t *testing.T, url string, n int) {
 
 // A gateway that shuts down writes its state; the next one starts from it.
 func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
-	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k")}
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": simUpstream(t), "HASH": policy.HashKey("tg-k")}
 	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestReload(t *testing.T) {
 	path := filepath.Join(dir, "tollgate.yaml")
 	write := func(s string) {
 		s = strings.ReplaceAll(s, "${UP}", up.URL+"/v1")
-		s = strings.ReplaceAll(s, "${HASH}", httpapi.HashKey("tg-k"))
+		s = strings.ReplaceAll(s, "${HASH}", policy.HashKey("tg-k"))
 		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestShutdownFinishesStreams(t *testing.T) {
 	}
 	up := httptest.NewServer(sim)
 	defer up.Close()
-	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-k")}
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-k")}
 	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestRequestLogLines(t *testing.T) {
 	}
 	up := httptest.NewServer(sim)
 	defer up.Close()
-	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": httpapi.HashKey("tg-secret-key-123")}
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-secret-key-123")}
 	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +345,7 @@ func (s *syncBuffer) String() string {
 func TestReseedFromTheLedgerFile(t *testing.T) {
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "state.json")
-	vars := map[string]string{"SNAP": snap, "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k")}
+	vars := map[string]string{"SNAP": snap, "UP": simUpstream(t), "HASH": policy.HashKey("tg-k")}
 	cfg, err := config.Parse([]byte("ledger_path: "+filepath.Join(dir, "ledger.jsonl")+"\n"+cfgYAML),
 		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
@@ -392,7 +392,7 @@ func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
 	db := pgtest.New(t)
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "ledger.jsonl")
-	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": simUpstream(t), "HASH": httpapi.HashKey("tg-k"), "PG": db.DSN}
+	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": simUpstream(t), "HASH": policy.HashKey("tg-k"), "PG": db.DSN}
 	cfg, err := config.Parse([]byte("ledger_path: "+ledgerPath+"\nledger_postgres: ${PG}\n"+cfgYAML),
 		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {

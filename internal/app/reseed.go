@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // Reseeded is one budget rebuilt from the ledger.
@@ -59,7 +59,7 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 	default:
 		return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")
 	}
-	charges, err := httpapi.NewCharges(a.cfg, a.gateway.RuntimeKeys())
+	charges, err := policy.NewCharges(a.cfg, a.gateway.RuntimeKeys())
 	if err != nil {
 		return nil, err
 	}

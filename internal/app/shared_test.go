@@ -9,8 +9,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 func redisConfig(t *testing.T, addr, extra string) *config.Config {
@@ -18,7 +18,7 @@ func redisConfig(t *testing.T, addr, extra string) *config.Config {
 	src := "store:\n  kind: redis\n  redis:\n    addrs:\n      - " + addr + "\n" + extra +
 		"upstreams: [{name: u, base_url: \"http://127.0.0.1:1/v1\", models: [m]}]\n" +
 		"models: {m: {encoding: o200k_base, max_output_tokens: 10}}\n" +
-		"orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: \"" + httpapi.HashKey("k") + "\"}]}]}]\n"
+		"orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: \"" + policy.HashKey("k") + "\"}]}]}]\n"
 	c, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

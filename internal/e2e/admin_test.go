@@ -17,7 +17,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -41,9 +41,9 @@ func adminGateway(t *testing.T) (string, *app.App, *simulated.Server) {
 ledger_path: ` + filepath.Join(dir, "ledger.jsonl") + `
 audit_path: ` + filepath.Join(dir, "audit.jsonl") + `
 admin_tokens:
-  - {name: root, hash: "` + httpapi.HashKey(adminToken) + `", role: admin}
-  - {name: cfo, hash: "` + httpapi.HashKey(financeToken) + `", role: finance}
-  - {name: search-lead, hash: "` + httpapi.HashKey(viewerToken) + `", role: viewer, teams: [acme/search]}
+  - {name: root, hash: "` + policy.HashKey(adminToken) + `", role: admin}
+  - {name: cfo, hash: "` + policy.HashKey(financeToken) + `", role: finance}
+  - {name: search-lead, hash: "` + policy.HashKey(viewerToken) + `", role: viewer, teams: [acme/search]}
 upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [test-model, gpt-4o-mini]}]
 models:
   test-model:  {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
@@ -53,10 +53,10 @@ orgs:
     teams:
       - id: ml
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `", limits: [{name: key-usd-day, kind: budget, unit: usd, amount: "$2", period: day}]}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `", limits: [{name: key-usd-day, kind: budget, unit: usd, amount: "$2", period: day}]}]
       - id: search
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: s1, hash: "` + httpapi.HashKey(searchKey) + `"}]
+        keys: [{id: s1, hash: "` + policy.HashKey(searchKey) + `"}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

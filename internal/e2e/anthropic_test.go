@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -44,7 +45,7 @@ orgs:
     teams:
       - id: ml
         limits: [{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}]
-        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

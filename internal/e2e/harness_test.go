@@ -23,7 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -159,7 +159,7 @@ func startWith(t testing.TB, su setup) *harness {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	for i := range max(su.instances, 1) {
-		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": httpapi.HashKey(testKey), "NARROW_HASH": httpapi.HashKey(narrowKey), "UNLIMITED_HASH": httpapi.HashKey(unlimitedKey),
+		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey), "NARROW_HASH": policy.HashKey(narrowKey), "UNLIMITED_HASH": policy.HashKey(unlimitedKey),
 			"REDIS": su.redisAddr, "PG": su.pgDSN, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
 		cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 		if err != nil {

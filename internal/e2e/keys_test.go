@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -37,7 +37,7 @@ func TestAPIKeysAcrossInstances(t *testing.T) {
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
 		redisAddr:  srv.Addr, instances: 2, spoolDir: t.TempDir(),
 		topExtra: fmt.Sprintf("audit_path: %s\nadmin_tokens:\n  - {name: root, hash: %q, role: admin}\n  - {name: cfo, hash: %q, role: finance}\n",
-			audit, httpapi.HashKey(adminToken), httpapi.HashKey(financeToken)),
+			audit, policy.HashKey(adminToken), policy.HashKey(financeToken)),
 		sim: simulated.Options{},
 	})
 	keys := func(i int) string { return h.urls[i] + "/admin/v1/keys" }
@@ -93,7 +93,7 @@ func TestAPIKeysAcrossInstances(t *testing.T) {
 	}
 
 	status, body = adminCall(t, "GET", keys(1)+"?org=acme&team=ml", adminToken, "")
-	var list []httpapi.KeyView
+	var list []policy.KeyView
 	if err := json.Unmarshal([]byte(body), &list); status != 200 || err != nil || len(list) != 4 {
 		t.Fatalf("list: %d %s", status, body)
 	}
@@ -140,7 +140,7 @@ func TestAPIKeysAcrossInstances(t *testing.T) {
 	}
 	stored, err := h.rdb.HGetAll(ctx, "tg:{keys}:all").Result()
 	if err != nil || len(stored) != 1 || strings.Contains(fmt.Sprint(stored), made.Key) ||
-		!strings.Contains(fmt.Sprint(stored), httpapi.HashKey(made.Key)) {
+		!strings.Contains(fmt.Sprint(stored), policy.HashKey(made.Key)) {
 		t.Fatalf("registry: %v %v", stored, err)
 	}
 }

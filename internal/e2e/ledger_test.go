@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -29,7 +29,7 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$100", period: month}`,
 		sim:        simulated.Options{ChunkDelay: time.Millisecond},
 		redisAddr:  srv.Addr, instances: 3, spoolDir: t.TempDir(), pgDSN: db.DSN,
-		topExtra: "admin_tokens: [{name: cfo, hash: \"" + httpapi.HashKey(financeToken) + "\", role: finance}]\n",
+		topExtra: "admin_tokens: [{name: cfo, hash: \"" + policy.HashKey(financeToken) + "\", role: finance}]\n",
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	stop := make(chan struct{})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // A generic paid API: GET /geocode answers with its units in a header,
@@ -49,7 +49,7 @@ paid_routes:
   - {name: tr, prefix: /paid/tr, base_url: "` + api + `", api_key: paid-secret,
      per_unit: "$0.0001", units_json: usage.units, max_units: 100}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
-        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]}]}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]}]}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

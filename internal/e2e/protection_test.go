@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -78,7 +79,7 @@ orgs:
     teams:
       - id: ml
         limits: [` + monthlyTen + `]
-        keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -321,7 +322,7 @@ upstreams:
      models: [test-model], deployments: {test-model: prod-4o}}
 models:
   test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
-orgs: [{id: acme, teams: [{id: ml, limits: [` + monthlyTen + `], keys: [{id: k1, hash: "` + httpapi.HashKey(testKey) + `"}]}]}]
+orgs: [{id: acme, teams: [{id: ml, limits: [` + monthlyTen + `], keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]}]}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

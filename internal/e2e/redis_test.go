@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -380,7 +380,7 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 8000, period: month}`,
 		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
-		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\nadmin_tokens: [{name: cfo, hash: \"" + httpapi.HashKey(financeToken) + "\", role: finance}]\n",
+		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\nadmin_tokens: [{name: cfo, hash: \"" + policy.HashKey(financeToken) + "\", role: finance}]\n",
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	load := func() {

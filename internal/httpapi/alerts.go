@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // alerter sends soft-threshold alerts: once per threshold per budget per
@@ -115,7 +116,7 @@ func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budge
 	}
 	period := budget.PeriodID(l.Period, time.Now(), l.Location)
 	for _, th := range a.thresholds {
-		id := alertID(l, period, th)
+		id := policy.AlertID(l, period, th)
 		if used*100 < th*s.Capacity {
 			// Below a threshold this instance saw fired: the period
 			// was reset (which re-arms the store's claim too) or the
@@ -160,31 +161,10 @@ func amount(l budget.Limit, v int64) string {
 	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
 }
 
-// alertID names one threshold of one budget's period.
-func alertID(l budget.Limit, period string, threshold int64) string {
-	return l.Bucket + "|" + period + "|" + strconv.FormatInt(threshold, 10)
-}
-
-// alertClaim is the one-unit budget in the store an alert is claimed from.
-func alertClaim(l budget.Limit, id string) budget.Limit {
-	return budget.Limit{Bucket: "alert:" + id, Name: "alert", Partition: l.Partition, Scope: l.Scope, Kind: budget.Ceiling,
-		Unit: budget.Requests, Amount: 1, Period: l.Period, Location: l.Location}
-}
-
-// AlertClaims are the store's claims of budget l's thresholds in period:
-// resetting the period resets them too, so its alerts fire again.
-func AlertClaims(l budget.Limit, period string, thresholds []int64) []budget.Limit {
-	out := make([]budget.Limit, len(thresholds))
-	for i, th := range thresholds {
-		out[i] = alertClaim(l, alertID(l, period, th))
-	}
-	return out
-}
-
 // take claims an alert for this instance: a one-unit budget in the store
 // that lives for the period; every other instance is refused.
 func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {
-	once := alertClaim(l, id)
+	once := policy.AlertClaim(l, id)
 	r, _, err := a.g.engine.Reserve(context.WithoutCancel(ctx), []budget.Limit{once}, budget.Amounts{Requests: 1})
 	if err != nil {
 		var refused *budget.RefusedError

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // paidRoute is a generic paid HTTP API behind a path prefix.
@@ -66,7 +67,7 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 			return err
 		}
 		user := c.Request().Header.Get(st.userHeader)
-		limits := pr.Limits(requestKey{User: user, Model: name, Route: p.cfg.Prefix, ID: id, IP: authguard.ClientIP(c.Request(), st.trusted)})
+		limits := pr.Limits(policy.RequestKey{User: user, Model: name, Route: p.cfg.Prefix, ID: id, IP: authguard.ClientIP(c.Request(), st.trusted)})
 		est := budget.Amounts{Requests: st.cost(p.cfg.Prefix), Cost: p.max}
 		e := &Entry{Time: time.Now(), RequestID: id, Org: pr.Org, Team: pr.Team, Key: pr.Key, User: user,
 			Route: p.cfg.Prefix, Model: name, Upstream: name, Usage: budget.Usage{Estimated: true},

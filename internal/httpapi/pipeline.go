@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
@@ -24,7 +25,7 @@ import (
 // call is one request on its way through the pipeline.
 type call struct {
 	id          string
-	principal   *Principal
+	principal   *policy.Principal
 	route       *modelRoute
 	req         *upstream.Request
 	prep        *upstream.Prepared
@@ -98,9 +99,9 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 			user = cl.req.User
 		}
 		cl.user = user
-		limits := cl.principal.Limits(requestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
+		limits := cl.principal.Limits(policy.RequestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
 			IP: authguard.ClientIP(c.Request(), cl.settings.trusted)})
-		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.unlimited {
+		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.Unlimited() {
 			who := "unlimited-key"
 			if sig != "" {
 				id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.RequestURI(), body, time.Now())

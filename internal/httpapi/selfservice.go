@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // budgetView is one limit as GET /v1/budget shows it to a key holder.
@@ -32,7 +33,7 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	p := principalOf(c)
 	user := c.Request().Header.Get(settingsOf(c).userHeader)
 	var limits []budget.Limit
-	for _, l := range p.Limits(requestKey{User: user, Route: "/v1/chat/completions"}) {
+	for _, l := range p.Limits(policy.RequestKey{User: user, Route: "/v1/chat/completions"}) {
 		if !l.Shadow {
 			limits = append(limits, l)
 		}
@@ -69,7 +70,7 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	for _, m := range settingsOf(c).modelNames {
 		if p.Allows(m) {
 			models = append(models, m)
-			meters = append(meters, p.meters(m)...)
+			meters = append(meters, p.Meters(m)...)
 		}
 	}
 	st, err = g.engine.Peek(c.Request().Context(), meters)
@@ -78,7 +79,7 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	}
 	for i, m := range models {
 		day, month := st[2*i], st[2*i+1]
-		v := spendView{Model: m, Day: budget.PeriodID(budget.Day, now, p.loc), Month: budget.PeriodID(budget.Month, now, p.loc),
+		v := spendView{Model: m, Day: budget.PeriodID(budget.Day, now, p.Location()), Month: budget.PeriodID(budget.Month, now, p.Location()),
 			DayMicros: day.Capacity - day.Remaining, MonthMicros: month.Capacity - month.Remaining}
 		if v.MonthMicros == 0 {
 			continue

@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
@@ -48,7 +49,7 @@ type Gateway struct {
 	settings atomic.Pointer[settings]
 
 	ledger    atomic.Pointer[func(Entry)]
-	keys      KeyRegistry // run-time API keys, or nil
+	keys      policy.KeyRegistry // run-time API keys, or nil
 	keySet    atomic.Pointer[keySet]
 	alerts    *alerter
 	guard     *authguard.Guard  // locks out addresses that fail authentication
@@ -67,7 +68,7 @@ type Gateway struct {
 // settings is everything the gateway derives from a config.
 type settings struct {
 	cfg        *config.Config
-	dir        *directory
+	dir        *policy.Directory
 	models     map[string]*modelRoute
 	modelNames []string
 	maxBody    int64
@@ -164,7 +165,7 @@ type Options struct {
 	Pacer func(upstream string) queue.Pacer
 	// Keys holds API keys made at run time (the admin API); nil: config
 	// keys only.
-	Keys KeyRegistry
+	Keys policy.KeyRegistry
 	// Guard locks out addresses that fail authentication; nil: one on
 	// Engine's store, of the gateway's own.
 	Guard *authguard.Guard
@@ -232,7 +233,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 
 // newSettings derives the gateway's settings from c, loading tokenizers.
 func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
-	dir, err := newDirectory(c, nil)
+	dir, err := policy.NewDirectory(c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -459,10 +460,10 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if key == "" {
 			return g.authFailed(c, st, errNoKey)
 		}
-		p, ok := st.dir.lookup(key)
+		p, ok := st.dir.Lookup(key)
 		if !ok {
 			if ks := g.keySet.Load(); ks != nil {
-				p, ok = ks.dir.lookup(key)
+				p, ok = ks.dir.Lookup(key)
 			}
 		}
 		if !ok {
@@ -493,8 +494,8 @@ type authThrottled struct{ retryAfter time.Duration }
 
 func (e *authThrottled) Error() string { return "httpapi: too many failed authentications" }
 
-func principalOf(c echo.Context) *Principal {
-	p, _ := c.Get(principalKey).(*Principal)
+func principalOf(c echo.Context) *policy.Principal {
+	p, _ := c.Get(principalKey).(*policy.Principal)
 	return p
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/internal/atomicfile"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // Redis is a registry in a Redis hash (field "<org>/<id>", value the key's
@@ -30,7 +30,7 @@ type Redis struct {
 	hash, version string
 }
 
-var _ httpapi.KeyRegistry = (*Redis)(nil)
+var _ policy.KeyRegistry = (*Redis)(nil)
 
 // NewRedis returns the registry under prefix (the store's key prefix).
 func NewRedis(rdb redis.UniversalClient, prefix string) *Redis {
@@ -50,7 +50,7 @@ redis.call("HSET", KEYS[1], ARGV[1], ARGV[3])
 redis.call("INCR", KEYS[2])
 return 1`)
 
-// Version implements httpapi.KeyRegistry.
+// Version implements policy.KeyRegistry.
 func (r *Redis) Version(ctx context.Context) (int64, error) {
 	v, err := r.rdb.Get(ctx, r.version).Int64()
 	if errors.Is(err, redis.Nil) {
@@ -59,15 +59,15 @@ func (r *Redis) Version(ctx context.Context) (int64, error) {
 	return v, err
 }
 
-// List implements httpapi.KeyRegistry.
-func (r *Redis) List(ctx context.Context) ([]httpapi.RuntimeKey, error) {
+// List implements policy.KeyRegistry.
+func (r *Redis) List(ctx context.Context) ([]policy.RuntimeKey, error) {
 	all, err := r.rdb.HGetAll(ctx, r.hash).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]httpapi.RuntimeKey, 0, len(all))
+	out := make([]policy.RuntimeKey, 0, len(all))
 	for field, v := range all {
-		var k httpapi.RuntimeKey
+		var k policy.RuntimeKey
 		if err := json.Unmarshal([]byte(v), &k); err != nil {
 			return nil, fmt.Errorf("keyreg: key %s: %w", field, err)
 		}
@@ -77,8 +77,8 @@ func (r *Redis) List(ctx context.Context) ([]httpapi.RuntimeKey, error) {
 	return out, nil
 }
 
-// Create implements httpapi.KeyRegistry.
-func (r *Redis) Create(ctx context.Context, k httpapi.RuntimeKey) error {
+// Create implements policy.KeyRegistry.
+func (r *Redis) Create(ctx context.Context, k policy.RuntimeKey) error {
 	v, err := json.Marshal(k)
 	if err != nil {
 		return err
@@ -88,23 +88,23 @@ func (r *Redis) Create(ctx context.Context, k httpapi.RuntimeKey) error {
 		return err
 	}
 	if ok == 0 {
-		return httpapi.ErrKeyExists
+		return policy.ErrKeyExists
 	}
 	return nil
 }
 
-// Revoke implements httpapi.KeyRegistry.
-func (r *Redis) Revoke(ctx context.Context, org, id string, at time.Time, by string) (httpapi.RuntimeKey, bool, error) {
+// Revoke implements policy.KeyRegistry.
+func (r *Redis) Revoke(ctx context.Context, org, id string, at time.Time, by string) (policy.RuntimeKey, bool, error) {
 	field := org + "/" + id
 	for {
 		old, err := r.rdb.HGet(ctx, r.hash, field).Result()
 		if errors.Is(err, redis.Nil) {
-			return httpapi.RuntimeKey{}, false, httpapi.ErrNoKey
+			return policy.RuntimeKey{}, false, policy.ErrNoKey
 		}
 		if err != nil {
-			return httpapi.RuntimeKey{}, false, err
+			return policy.RuntimeKey{}, false, err
 		}
-		var k httpapi.RuntimeKey
+		var k policy.RuntimeKey
 		if err := json.Unmarshal([]byte(old), &k); err != nil {
 			return k, false, fmt.Errorf("keyreg: key %s: %w", field, err)
 		}
@@ -133,11 +133,11 @@ type File struct {
 	path string
 
 	mu      sync.Mutex
-	keys    []httpapi.RuntimeKey
+	keys    []policy.RuntimeKey
 	version int64
 }
 
-var _ httpapi.KeyRegistry = (*File)(nil)
+var _ policy.KeyRegistry = (*File)(nil)
 
 // OpenFile loads the registry at path (none yet is an empty one).
 func OpenFile(path string) (*File, error) {
@@ -155,37 +155,37 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
-// Version implements httpapi.KeyRegistry.
+// Version implements policy.KeyRegistry.
 func (f *File) Version(context.Context) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.version, nil
 }
 
-// List implements httpapi.KeyRegistry.
-func (f *File) List(context.Context) ([]httpapi.RuntimeKey, error) {
+// List implements policy.KeyRegistry.
+func (f *File) List(context.Context) ([]policy.RuntimeKey, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.keys), nil
 }
 
-// Create implements httpapi.KeyRegistry.
-func (f *File) Create(_ context.Context, k httpapi.RuntimeKey) error {
+// Create implements policy.KeyRegistry.
+func (f *File) Create(_ context.Context, k policy.RuntimeKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if slices.ContainsFunc(f.keys, func(o httpapi.RuntimeKey) bool { return o.Org == k.Org && o.ID == k.ID }) {
-		return httpapi.ErrKeyExists
+	if slices.ContainsFunc(f.keys, func(o policy.RuntimeKey) bool { return o.Org == k.Org && o.ID == k.ID }) {
+		return policy.ErrKeyExists
 	}
 	return f.save(append(slices.Clone(f.keys), k))
 }
 
-// Revoke implements httpapi.KeyRegistry.
-func (f *File) Revoke(_ context.Context, org, id string, at time.Time, by string) (httpapi.RuntimeKey, bool, error) {
+// Revoke implements policy.KeyRegistry.
+func (f *File) Revoke(_ context.Context, org, id string, at time.Time, by string) (policy.RuntimeKey, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	i := slices.IndexFunc(f.keys, func(o httpapi.RuntimeKey) bool { return o.Org == org && o.ID == id })
+	i := slices.IndexFunc(f.keys, func(o policy.RuntimeKey) bool { return o.Org == org && o.ID == id })
 	if i < 0 {
-		return httpapi.RuntimeKey{}, false, httpapi.ErrNoKey
+		return policy.RuntimeKey{}, false, policy.ErrNoKey
 	}
 	if f.keys[i].RevokedAt != nil {
 		return f.keys[i], false, nil
@@ -196,7 +196,7 @@ func (f *File) Revoke(_ context.Context, org, id string, at time.Time, by string
 }
 
 // save writes keys and, once they are on disk, makes them the registry's.
-func (f *File) save(keys []httpapi.RuntimeKey) error {
+func (f *File) save(keys []policy.RuntimeKey) error {
 	sortKeys(keys)
 	data, err := json.MarshalIndent(keys, "", "  ")
 	if err != nil {
@@ -210,8 +210,8 @@ func (f *File) save(keys []httpapi.RuntimeKey) error {
 	return nil
 }
 
-func sortKeys(ks []httpapi.RuntimeKey) {
-	slices.SortFunc(ks, func(a, b httpapi.RuntimeKey) int {
+func sortKeys(ks []policy.RuntimeKey) {
+	slices.SortFunc(ks, func(a, b policy.RuntimeKey) int {
 		if c := strings.Compare(a.Org, b.Org); c != 0 {
 			return c
 		}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 var ctx = context.Background()
@@ -45,16 +45,16 @@ func TestFileRegistry(t *testing.T) {
 
 // registry checks one KeyRegistry: ids are unique per org, every change
 // moves the version, a key is revoked once however many revoke it at once.
-func registry(t *testing.T, r httpapi.KeyRegistry) {
+func registry(t *testing.T, r policy.KeyRegistry) {
 	v0, err := r.Version(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := httpapi.RuntimeKey{Org: "acme", Team: "ml", ID: "bot", Hash: httpapi.HashKey("tg-x"), CreatedAt: time.Unix(1700000000, 0).UTC(), CreatedBy: "root"}
+	k := policy.RuntimeKey{Org: "acme", Team: "ml", ID: "bot", Hash: policy.HashKey("tg-x"), CreatedAt: time.Unix(1700000000, 0).UTC(), CreatedBy: "root"}
 	if err := r.Create(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Create(ctx, k); !errors.Is(err, httpapi.ErrKeyExists) {
+	if err := r.Create(ctx, k); !errors.Is(err, policy.ErrKeyExists) {
 		t.Fatalf("the same id twice: %v", err)
 	}
 	other := k
@@ -83,7 +83,7 @@ func registry(t *testing.T, r httpapi.KeyRegistry) {
 	if revoked.Load() != 1 {
 		t.Fatalf("%d concurrent revocations each said they revoked the key", revoked.Load())
 	}
-	if _, _, err := r.Revoke(ctx, "acme", "nope", time.Now(), "root"); !errors.Is(err, httpapi.ErrNoKey) {
+	if _, _, err := r.Revoke(ctx, "acme", "nope", time.Now(), "root"); !errors.Is(err, policy.ErrNoKey) {
 		t.Fatalf("revoking a key that does not exist: %v", err)
 	}
 	list, err := r.List(ctx)

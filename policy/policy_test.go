@@ -1,4 +1,4 @@
-package httpapi
+package policy
 
 import (
 	"slices"
@@ -36,13 +36,13 @@ orgs:
 `
 
 // directoryOf parses a config and resolves its keys.
-func directoryOf(t *testing.T, src string) (*config.Config, *directory) {
+func directoryOf(t *testing.T, src string) (*config.Config, *Directory) {
 	t.Helper()
 	c, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDirectory(c, nil)
+	d, err := NewDirectory(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestPrincipalLimits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			ls := p.Limits(requestKey{User: tc.user, Model: tc.model})
+			ls := p.Limits(RequestKey{User: tc.user, Model: tc.model})
 			if got := buckets(ls); !slices.Equal(got, tc.want) {
 				t.Fatalf("buckets:\n got %q\nwant %q", got, tc.want)
 			}
@@ -87,7 +87,7 @@ func TestPrincipalLimits(t *testing.T) {
 			}
 		})
 	}
-	ls := p.Limits(requestKey{Model: "gpt-4o"})
+	ls := p.Limits(RequestKey{Model: "gpt-4o"})
 	if ls[2].Amount != 50_000_000 || ls[2].Location.String() != "UTC" {
 		t.Errorf("team budget = %d in %v, want the team's own $50 in UTC over the plan's $10", ls[2].Amount, ls[2].Location)
 	}
@@ -102,11 +102,11 @@ upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, max_output_tokens: 10}}
 orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]}]}]
 `)
-	if p, ok := d.lookup("tg-secret"); !ok || p.Key != "k" {
+	if p, ok := d.Lookup("tg-secret"); !ok || p.Key != "k" {
 		t.Fatalf("lookup of the right key failed")
 	}
 	for _, k := range []string{"", "tg-secre", "tg-secret ", "TG-SECRET"} {
-		if _, ok := d.lookup(k); ok {
+		if _, ok := d.Lookup(k); ok {
 			t.Fatalf("lookup(%q) succeeded", k)
 		}
 	}
@@ -127,8 +127,8 @@ orgs:
           - {name: hot, kind: rate, unit: requests, amount: 1000, burst: 100, shards: 4}
         keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
 `)
-	p, _ := d.lookup("tg-k")
-	chat := p.Limits(requestKey{User: "al/ice", Route: "/v1/chat/completions", IP: "203.0.113.9", ID: "req-1"})
+	p, _ := d.Lookup("tg-k")
+	chat := p.Limits(RequestKey{User: "al/ice", Route: "/v1/chat/completions", IP: "203.0.113.9", ID: "req-1"})
 	if len(chat) != 3 {
 		t.Fatalf("chat gets %d limits, want 3 (the embeddings-only limit does not apply)", len(chat))
 	}
@@ -138,12 +138,12 @@ orgs:
 	if chat[2].Amount != 250 || chat[2].Burst != 25 || !strings.Contains(chat[2].Bucket, "#") {
 		t.Fatalf("a 4-way sharded limit: %+v", chat[2])
 	}
-	if emb := p.Limits(requestKey{Route: "/v1/embeddings", ID: "req-2"}); len(emb) != 4 {
+	if emb := p.Limits(RequestKey{Route: "/v1/embeddings", ID: "req-2"}); len(emb) != 4 {
 		t.Fatalf("embeddings get %d limits, want 4", len(emb))
 	}
 	shards := map[string]bool{}
 	for i := range 200 {
-		l := p.Limits(requestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})[2]
+		l := p.Limits(RequestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})[2]
 		shards[l.Bucket] = true
 	}
 	if len(shards) != 4 {
@@ -174,8 +174,8 @@ orgs:
           - {name: per-user-day, kind: budget, unit: usd, amount: "$1", period: day, key_by: [user]}
         keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
 `)
-	p, _ := d.lookup("tg-k")
-	charged := p.Limits(requestKey{User: "u1", Route: "/v1/chat/completions", ID: "r"})
+	p, _ := d.Lookup("tg-k")
+	charged := p.Limits(RequestKey{User: "u1", Route: "/v1/chat/completions", ID: "r"})
 	team, ok := ScopeLimits(c, "o", "t")
 	if !ok || len(team) != 2 {
 		t.Fatalf("team limits: %+v %v, want usd-month and usd-day", team, ok)
@@ -222,10 +222,10 @@ orgs:
 	if got := c.ShardSlots(); got != 4 {
 		t.Fatalf("ShardSlots of shards 12 and 8 = %d, want 4", got)
 	}
-	p, _ := d.lookup("tg-k")
+	p, _ := d.Lookup("tg-k")
 	places := map[int]bool{}
 	for i := range 200 {
-		ls := p.Limits(requestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})
+		ls := p.Limits(RequestKey{Route: "/v1/chat/completions", ID: "req-" + strconv.Itoa(i)})
 		shard := -1
 		for _, l := range ls {
 			if !strings.Contains(l.Bucket, "#") {

@@ -1,4 +1,11 @@
-package httpapi
+// Package policy is who pays for what: the config turned into a directory
+// of principals (API keys with their org, team, models and limits), the
+// limits that apply to one request and the buckets they charge (the one
+// place a bucket key is built), the spend meters and alert claims beside
+// them, the run-time keys with their registry interface, and the charges
+// a ledger entry made. It knows nothing of HTTP: the gateway, the admin
+// API, the key registries and the ledger reseed all read it.
+package policy
 
 import (
 	"crypto/sha256"
@@ -35,6 +42,12 @@ type Principal struct {
 	slots     int64 // config.ShardSlots
 }
 
+// Unlimited reports whether the key is never refused by a limit.
+func (p *Principal) Unlimited() bool { return p.unlimited }
+
+// Location is the calendar the key's budgets reset on.
+func (p *Principal) Location() *time.Location { return p.loc }
+
 // Allows reports whether the key may use model.
 func (p *Principal) Allows(model string) bool { return p.models == nil || p.models[model] }
 
@@ -46,8 +59,8 @@ type policyLimit struct {
 	shards    int64
 }
 
-// requestKey is what a request's limits are selected and keyed by.
-type requestKey struct {
+// RequestKey is what a request's limits are selected and keyed by.
+type RequestKey struct {
 	User, Model, IP, Route, ID string
 }
 
@@ -59,7 +72,7 @@ func wrap(l config.Limit, b budget.Limit) policyLimit {
 // limit does not apply to the request's route. A sharded limit's shard
 // keeps its state in shard i mod slots of the partition
 // (config.ShardSlots).
-func (pl *policyLimit) resolve(k requestKey, slots int64) (budget.Limit, bool) {
+func (pl *policyLimit) resolve(k RequestKey, slots int64) (budget.Limit, bool) {
 	if len(pl.endpoints) > 0 && !slices.Contains(pl.endpoints, k.Route) {
 		return budget.Limit{}, false
 	}
@@ -88,7 +101,7 @@ func (pl *policyLimit) resolve(k requestKey, slots int64) (budget.Limit, bool) {
 }
 
 // Limits returns every limit that applies to one request by this key.
-func (p *Principal) Limits(k requestKey) []budget.Limit {
+func (p *Principal) Limits(k RequestKey) []budget.Limit {
 	pls := p.policyLimits(k)
 	out := make([]budget.Limit, 0, len(pls))
 	for i := range pls {
@@ -101,7 +114,7 @@ func (p *Principal) Limits(k requestKey) []budget.Limit {
 
 // policyLimits are the key's limits completed with the request's user and
 // model, before each picks its bucket.
-func (p *Principal) policyLimits(k requestKey) []policyLimit {
+func (p *Principal) policyLimits(k RequestKey) []policyLimit {
 	out := slices.Clip(p.fixed)
 	if len(p.perUser) > 0 {
 		user := k.User
@@ -116,7 +129,7 @@ func (p *Principal) policyLimits(k requestKey) []policyLimit {
 		out = append(out, wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, k.Model), p.loc)))
 	}
 	if k.Model != "" {
-		for _, m := range p.meters(k.Model) {
+		for _, m := range p.Meters(k.Model) {
 			out = append(out, policyLimit{limit: m})
 		}
 	}
@@ -137,8 +150,8 @@ const (
 	meterAmount = 1 << 50
 )
 
-// meters are the key's spend meters for model.
-func (p *Principal) meters(model string) []budget.Limit {
+// Meters are the key's spend meters for model.
+func (p *Principal) Meters(model string) []budget.Limit {
 	path := bucketPath(p.Org, p.Team, p.Key, model)
 	mk := func(period budget.Period, name string) budget.Limit {
 		return budget.Limit{Bucket: meterPrefix + path + ":" + name, Name: name, Partition: p.Org, Scope: budget.ScopeKey,
@@ -147,8 +160,8 @@ func (p *Principal) meters(model string) []budget.Limit {
 	return []budget.Limit{mk(budget.Day, "spend-day"), mk(budget.Month, "spend-month")}
 }
 
-// directory finds a Principal by the key a client presented.
-type directory struct {
+// Directory finds a Principal by the key a client presented.
+type Directory struct {
 	byHash map[[32]byte]*Principal
 }
 
@@ -158,7 +171,8 @@ func HashKey(plain string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (d *directory) lookup(plain string) (*Principal, bool) {
+// Lookup finds the principal of a plain key.
+func (d *Directory) Lookup(plain string) (*Principal, bool) {
 	sum := sha256.Sum256([]byte(plain))
 	p, ok := d.byHash[sum]
 	if !ok {
@@ -172,11 +186,11 @@ func (d *directory) lookup(plain string) (*Principal, bool) {
 	return p, true
 }
 
-// newDirectory resolves every key of c: the config's own, or (extra not
+// NewDirectory resolves every key of c: the config's own, or (extra not
 // nil) only the keys extra gives each org/team instead — run-time keys,
 // compiled with the limits of the team they belong to.
-func newDirectory(c *config.Config, extra map[[2]string][]config.Key) (*directory, error) {
-	d := &directory{byHash: map[[32]byte]*Principal{}}
+func NewDirectory(c *config.Config, extra map[[2]string][]config.Key) (*Directory, error) {
+	d := &Directory{byHash: map[[32]byte]*Principal{}}
 	slots := c.ShardSlots()
 	for _, o := range c.Orgs {
 		loc, err := OrgLocation(c, o)
@@ -194,7 +208,7 @@ func newDirectory(c *config.Config, extra map[[2]string][]config.Key) (*director
 				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited, slots: slots}
 				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
 				if err != nil || len(raw) != 32 {
-					return nil, fmt.Errorf("httpapi: key %s/%s: bad hash", o.ID, k.ID)
+					return nil, fmt.Errorf("policy: key %s/%s: bad hash", o.ID, k.ID)
 				}
 				copy(p.hash[:], raw)
 				models := t.Models

@@ -1,4 +1,4 @@
-package httpapi
+package policy
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type Charges struct {
 // NewCharges compiles c's keys and the run-time ones (revoked keys too:
 // their spend this period still counts).
 func NewCharges(c *config.Config, runtime []RuntimeKey) (*Charges, error) {
-	d, err := newDirectory(c, nil)
+	d, err := NewDirectory(c, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -35,12 +35,12 @@ func NewCharges(c *config.Config, runtime []RuntimeKey) (*Charges, error) {
 	for i := range all {
 		all[i].RevokedAt = nil
 	}
-	rd, err := compileKeys(c, all)
+	rd, err := CompileKeys(c, all)
 	if err != nil {
 		return nil, err
 	}
 	ch := &Charges{byKey: map[[2]string]*Principal{}, routeCosts: c.RouteCosts}
-	for _, dir := range []*directory{d, rd} {
+	for _, dir := range []*Directory{d, rd} {
 		for _, p := range dir.byHash {
 			ch.byKey[[2]string{p.Org, p.Key}] = p
 		}
@@ -69,7 +69,7 @@ func (ch *Charges) Of(e budget.Entry) (charges []Charge, skipped []string) {
 		tokens = e.ReservedTokens // the sweeper charged the reservation
 	}
 	amounts := budget.Amounts{Tokens: tokens, Requests: requests, Cost: e.Cost}
-	k := requestKey{User: e.User, Model: e.Model, Route: e.Route, ID: e.RequestID}
+	k := RequestKey{User: e.User, Model: e.Model, Route: e.Route, ID: e.RequestID}
 	for _, pl := range p.policyLimits(k) {
 		if pl.limit.Kind != budget.Ceiling {
 			continue

@@ -79,9 +79,11 @@ type refusalFacts struct {
 	capField string // the request's output cap field
 }
 
-// refusal is a response that refuses: status, headers and body.
+// refusal is a response that refuses: status, headers and body, and the
+// reason the refusals metric counts it under.
 type refusal struct {
 	status     int
+	reason     string
 	body       apiError
 	retryAfter time.Duration // zero: no Retry-After
 	noRetry    bool          // x-should-retry: false
@@ -89,7 +91,8 @@ type refusal struct {
 	result     *budget.Result
 }
 
-// mapError is the one place an error becomes a status, headers and a body.
+// mapError is the one place an error becomes a status, headers, a body
+// and a metric reason.
 func mapError(err error) refusal {
 	var (
 		refused *budget.RefusedError
@@ -100,7 +103,7 @@ func mapError(err error) refusal {
 	var throttled *authThrottled
 	switch {
 	case errors.As(err, &throttled):
-		return refusal{status: http.StatusTooManyRequests, retryAfter: max(throttled.retryAfter, time.Second),
+		return refusal{status: http.StatusTooManyRequests, reason: "error", retryAfter: max(throttled.retryAfter, time.Second),
 			body: apiError{Message: "Too many failed authentications from this address; wait before trying again.", Type: "rate_limit_error", Code: "too_many_auth_failures"}}
 	case errors.As(err, &upErr):
 		msg := map[string]string{
@@ -109,11 +112,11 @@ func mapError(err error) refusal {
 			"upstream_queue_full":    "The upstream's queue is full; the request was not forwarded.",
 			"upstream_queue_timeout": "The request waited its maximum in the upstream's queue; it was not forwarded.",
 		}[upErr.code]
-		return refusal{status: http.StatusServiceUnavailable, retryAfter: max(upErr.retryAfter, time.Second), body: apiError{Message: msg, Type: "server_error", Code: upErr.code}}
+		return refusal{status: http.StatusServiceUnavailable, reason: upErr.code, retryAfter: max(upErr.retryAfter, time.Second), body: apiError{Message: msg, Type: "server_error", Code: upErr.code}}
 	case errors.As(err, &refused):
 		return mapRefused(refused, refusalFacts{fit: -1})
 	case errors.As(err, &reqErr):
-		r := refusal{status: http.StatusBadRequest, body: apiError{Message: reqErr.Message, Type: "invalid_request_error", Code: "invalid_request"}}
+		r := refusal{status: http.StatusBadRequest, reason: "bad_request", body: apiError{Message: reqErr.Message, Type: "invalid_request_error", Code: "invalid_request"}}
 		if reqErr.Param != "" {
 			r.body.Param = &reqErr.Param
 		}
@@ -121,33 +124,35 @@ func mapError(err error) refusal {
 	case errors.As(err, &mErr):
 		param := "model"
 		if mErr.allowed {
-			return refusal{status: http.StatusForbidden, body: apiError{Message: mErr.message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
+			return refusal{status: http.StatusForbidden, reason: "model_not_allowed", body: apiError{Message: mErr.message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
 		}
-		return refusal{status: http.StatusBadRequest, body: apiError{Message: mErr.message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
+		return refusal{status: http.StatusBadRequest, reason: "model_not_found", body: apiError{Message: mErr.message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
 	case errors.Is(err, errNoKey):
-		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
+		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
 	case errors.Is(err, errBadSignature):
-		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
+		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
 	case errors.Is(err, errBadKey):
-		return refusal{status: http.StatusUnauthorized, body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
+		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
 	case errors.Is(err, errBodyTimeout):
-		return refusal{status: http.StatusRequestTimeout, body: apiError{Message: "The request body did not arrive in time (server.body_timeout, server.min_body_rate).", Type: "invalid_request_error", Code: "request_body_timeout"}}
+		return refusal{status: http.StatusRequestTimeout, reason: "error", body: apiError{Message: "The request body did not arrive in time (server.body_timeout, server.min_body_rate).", Type: "invalid_request_error", Code: "request_body_timeout"}}
 	case errors.Is(err, errTooLarge):
-		return refusal{status: http.StatusRequestEntityTooLarge, body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
+		return refusal{status: http.StatusRequestEntityTooLarge, reason: "body_too_large", body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
 	case errors.Is(err, budget.ErrStoreUnavailable):
-		return refusal{status: http.StatusServiceUnavailable, retryAfter: time.Second, body: apiError{Message: "The budget store is unavailable; the request was not forwarded.", Type: "server_error", Code: "budget_store_unavailable"}}
+		return refusal{status: http.StatusServiceUnavailable, reason: "store_unavailable", retryAfter: time.Second, body: apiError{Message: "The budget store is unavailable; the request was not forwarded.", Type: "server_error", Code: "budget_store_unavailable"}}
 	case errors.Is(err, errUpstreamTime):
-		return refusal{status: http.StatusGatewayTimeout, body: apiError{Message: "The upstream did not answer in time.", Type: "server_error", Code: "upstream_timeout"}}
+		return refusal{status: http.StatusGatewayTimeout, reason: "error", body: apiError{Message: "The upstream did not answer in time.", Type: "server_error", Code: "upstream_timeout"}}
 	case errors.Is(err, errUpstream):
-		return refusal{status: http.StatusBadGateway, body: apiError{Message: "The upstream could not be reached.", Type: "server_error", Code: "upstream_unreachable"}}
-	case errors.Is(err, errClientCanceled), errors.Is(err, context.Canceled):
-		return refusal{status: 499, body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
+		return refusal{status: http.StatusBadGateway, reason: "error", body: apiError{Message: "The upstream could not be reached.", Type: "server_error", Code: "upstream_unreachable"}}
+	case errors.Is(err, errClientCanceled):
+		return refusal{status: 499, reason: "client_closed", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
+	case errors.Is(err, context.Canceled):
+		return refusal{status: 499, reason: "error", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
 	case errors.Is(err, errNotFound):
-		return refusal{status: http.StatusNotFound, body: apiError{Message: "Unknown route.", Type: "invalid_request_error", Code: "unknown_url"}}
+		return refusal{status: http.StatusNotFound, reason: "error", body: apiError{Message: "Unknown route.", Type: "invalid_request_error", Code: "unknown_url"}}
 	case errors.Is(err, errMethod):
-		return refusal{status: http.StatusMethodNotAllowed, body: apiError{Message: "Method not allowed on this route.", Type: "invalid_request_error", Code: "method_not_allowed"}}
+		return refusal{status: http.StatusMethodNotAllowed, reason: "error", body: apiError{Message: "Method not allowed on this route.", Type: "invalid_request_error", Code: "method_not_allowed"}}
 	}
-	return refusal{status: http.StatusInternalServerError, body: apiError{Message: "Internal gateway error.", Type: "server_error", Code: "internal_error"}}
+	return refusal{status: http.StatusInternalServerError, reason: "error", body: apiError{Message: "Internal gateway error.", Type: "server_error", Code: "internal_error"}}
 }
 
 // mapRefused is a limit's refusal. A budget says which of three things
@@ -177,27 +182,33 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	switch {
 	case errors.Is(e, budget.ErrExhausted):
 		r.noRetry = true
+		r.reason = "budget_exhausted"
 		r.body = apiError{Type: "insufficient_quota", Code: "insufficient_quota",
 			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets when its %s ends.", l.Scope, l.Name, what(st.Capacity-st.Remaining-st.Held), what(st.Capacity), l.Period)}
 	case errors.Is(e, budget.ErrOverBudget):
 		r.noRetry = true
+		r.reason = "budget_too_small_for_request"
 		r.body = apiError{Type: "insufficient_quota", Code: "request_exceeds_budget_remaining",
 			Message: fmt.Sprintf("This request is estimated at %s, more than the %s budget %q has left (%s of %s); %s.", what(f.estimate), l.Scope, l.Name, what(st.Remaining), what(st.Capacity), fitHint)}
 	case errors.Is(e, budget.ErrHeld):
 		r.retry = true
 		held := st.Held
 		info.Held = &held
+		r.reason = "budget_held"
 		r.body = apiError{Type: "rate_limit_error", Code: "budget_held_by_requests_in_flight",
 			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Remaining+held), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
 	case errors.Is(e, budget.ErrTooLarge):
 		r.noRetry = true
 		r.retryAfter = l.Window
+		r.reason = "too_large_for_limit"
 		r.body = apiError{Type: "rate_limit_error", Code: "request_too_large_for_limit",
 			Message: fmt.Sprintf("The request needs more than the %s limit %q can ever grant (%d %s).", l.Scope, l.Name, st.Capacity, l.Unit)}
 	case errors.Is(e, budget.ErrConcurrency):
+		r.reason = "concurrency"
 		r.body = apiError{Type: "rate_limit_error", Code: "concurrency_limit_exceeded",
 			Message: fmt.Sprintf("Too many requests in flight for the %s limit %q (%d).", l.Scope, l.Name, st.Capacity)}
 	default:
+		r.reason = "rate_limited"
 		r.body = apiError{Type: "rate_limit_error", Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("Rate limit %q of the %s reached (%d %s per %s). Retry after %s.", l.Name, l.Scope, l.Amount, l.Unit, l.Window, e.Result.RetryAfter.Round(time.Millisecond))}
 	}

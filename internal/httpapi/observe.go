@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"errors"
-
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/upstream"
 )
 
 // count records one request's outcome.
@@ -20,42 +17,8 @@ func (g *Gateway) count(cl *call, route string) {
 	g.metrics.Requests.WithLabelValues(route, team, model, cl.outcome).Inc()
 }
 
-// reasonOf names a refusal for the metrics.
-func reasonOf(err error) string {
-	var reqErr *upstream.RequestError
-	var mErr *modelError
-	var upErr *upstreamRefused
-	switch {
-	case errors.As(err, &upErr):
-		return upErr.code
-	case errors.Is(err, budget.ErrExhausted):
-		return "budget_exhausted"
-	case errors.Is(err, budget.ErrOverBudget):
-		return "budget_too_small_for_request"
-	case errors.Is(err, budget.ErrHeld):
-		return "budget_held"
-	case errors.Is(err, budget.ErrRateLimited):
-		return "rate_limited"
-	case errors.Is(err, budget.ErrConcurrency):
-		return "concurrency"
-	case errors.Is(err, budget.ErrTooLarge):
-		return "too_large_for_limit"
-	case errors.Is(err, budget.ErrStoreUnavailable):
-		return "store_unavailable"
-	case errors.Is(err, errTooLarge):
-		return "body_too_large"
-	case errors.As(err, &mErr):
-		if mErr.allowed {
-			return "model_not_allowed"
-		}
-		return "model_not_found"
-	case errors.As(err, &reqErr):
-		return "bad_request"
-	case errors.Is(err, errClientCanceled):
-		return "client_closed"
-	}
-	return "error"
-}
+// reasonOf names a refusal for the metrics, from the one error table.
+func reasonOf(err error) string { return mapError(err).reason }
 
 // observeBudgets sets the utilisation of every budget a request touched:
 // the share used or reserved, from the store's answer.

@@ -80,8 +80,9 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 		if err != nil {
 			var refused *budget.RefusedError
 			if errors.As(err, &refused) {
-				g.metrics.Refusals.WithLabelValues(reasonOf(err), refused.Limit.Scope.String(), refused.Limit.Name, pr.Team).Inc()
-				g.writeRefusal(c, mapRefused(refused, g.facts(refused, est)), limits)
+				rf := mapRefused(refused, g.facts(refused, est))
+				g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, pr.Team).Inc()
+				g.writeRefusal(c, rf, limits)
 				return nil
 			}
 			return err

@@ -154,11 +154,12 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
 					"estimate_usd_micros", int64(cl.estimate.Cost))
-				g.metrics.Refusals.WithLabelValues(reasonOf(err), refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
+				rf := g.refusalOf(cl, refused)
+				g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
 				if budget.IsBudgetRefusal(err) {
 					g.alerts.refused(c.Request().Context(), cl, refused)
 				}
-				g.writeRefusal(c, g.refusalOf(cl, refused), cl.limits)
+				g.writeRefusal(c, rf, cl.limits)
 				return nil
 			}
 			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()

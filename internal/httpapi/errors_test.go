@@ -1,0 +1,75 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/memstore"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// Every error the request path meets has one row in the error table: a
+// status, a code, and the reason the refusals metric counts it under.
+func TestTheErrorTable(t *testing.T) {
+	store, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := budget.NewEngine(store, time.Minute)
+	ctx := context.Background()
+	ceiling := func(name string, amount int64) budget.Limit {
+		return budget.Limit{Bucket: name, Name: name, Scope: budget.ScopeTeam, Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: amount, Period: budget.Month}
+	}
+	refusal := func(limit budget.Limit, first, second budget.Amounts, settle bool) error {
+		t.Helper()
+		r, _, err := e.Reserve(ctx, []budget.Limit{limit}, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if settle {
+			if _, err := e.Settle(ctx, r, first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err = e.Reserve(ctx, []budget.Limit{limit}, second)
+		if err == nil {
+			t.Fatalf("%s: not refused", limit.Bucket)
+		}
+		return err
+	}
+	usd := func(v int64) budget.Amounts { return budget.Amounts{Requests: 1, Cost: budget.Money(v)} }
+	rate := budget.Limit{Bucket: "rpm", Name: "rpm", Scope: budget.ScopeKey, Kind: budget.Rate, Unit: budget.Requests, Amount: 1, Window: time.Minute}
+	inFlight := budget.Limit{Bucket: "in-flight", Name: "in-flight", Scope: budget.ScopeTeam, Kind: budget.Concurrency, Unit: budget.Requests, Amount: 1}
+	tpm := budget.Limit{Bucket: "tpm", Name: "tpm", Scope: budget.ScopeKey, Kind: budget.Rate, Unit: budget.Tokens, Amount: 5, Window: time.Minute}
+	for _, c := range []struct {
+		err          error
+		status       int
+		code, reason string
+	}{
+		{refusal(ceiling("spent", 10), usd(10), usd(1), true), 429, "insufficient_quota", "budget_exhausted"},
+		{refusal(ceiling("small", 10), usd(4), usd(7), true), 429, "request_exceeds_budget_remaining", "budget_too_small_for_request"},
+		{refusal(ceiling("held", 10), usd(6), usd(6), false), 429, "budget_held_by_requests_in_flight", "budget_held"},
+		{refusal(rate, usd(0), usd(0), false), 429, "rate_limit_exceeded", "rate_limited"},
+		{refusal(inFlight, usd(0), usd(0), false), 429, "concurrency_limit_exceeded", "concurrency"},
+		{refusal(tpm, budget.Amounts{Tokens: 1}, budget.Amounts{Tokens: 10}, false), 429, "request_too_large_for_limit", "too_large_for_limit"},
+		{fmt.Errorf("reserving: %w", budget.ErrStoreUnavailable), 503, "budget_store_unavailable", "store_unavailable"},
+		{&upstreamRefused{code: "upstream_queue_full"}, 503, "upstream_queue_full", "upstream_queue_full"},
+		{&upstream.RequestError{Param: "n", Message: "n must be at least 1"}, 400, "invalid_request", "bad_request"},
+		{&modelError{model: "m", allowed: true}, 403, "model_not_allowed", "model_not_allowed"},
+		{&modelError{model: "m"}, 400, "model_not_found", "model_not_found"},
+		{errTooLarge, 413, "request_too_large", "body_too_large"},
+		{errClientCanceled, 499, "client_closed_request", "client_closed"},
+		{errBadKey, 401, "invalid_api_key", "error"},
+		{errors.New("anything else"), http.StatusInternalServerError, "internal_error", "error"},
+	} {
+		r := mapError(c.err)
+		if r.status != c.status || r.body.Code != c.code || r.reason != c.reason || reasonOf(c.err) != c.reason {
+			t.Errorf("%v: status %d code %q reason %q; want %d %q %q", c.err, r.status, r.body.Code, r.reason, c.status, c.code, c.reason)
+		}
+	}
+}

@@ -62,6 +62,13 @@ type part struct {
 // the partition of r's id (which keeps the ledger entry) last; nil when
 // every debit is in the partition of r's id.
 func split(r *budget.Reservation) []part {
+	sharded := false
+	for i := range r.Debits {
+		sharded = sharded || r.Debits[i].Limit.Shard != 0
+	}
+	if !sharded {
+		return nil // the engine gave the id the debits' one partition
+	}
 	groups := byPartition(r.Debits)
 	if len(groups) == 1 && partitionOf(&r.Debits[0].Limit) == budget.PartitionOf(r.ID) {
 		return nil

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Load-independent cost of one request in the proxy process: instructions
+# it executes per JSON request (valgrind --tool=callgrind, CGO_ENABLED=0),
+# for the bare httputil.ReverseProxy and for Tollgate on the embedded
+# store, on the Redis store with budget leases and on the Redis store
+# reserving every request exactly (bench/tollgate.yaml's limits). Each
+# proxy runs under callgrind with instrumentation off; after a warm-up,
+# instructions are counted over N requests sent one after another on one
+# connection (one curl, N URLs), then over an idle window as long, and the idle
+# count (clock-driven loops: lease flushes, sweeper, snapshots, which
+# valgrind's ~50x slowdown makes weigh far more per request than at full
+# speed) is subtracted: (I(requests) - I(idle)) / N. redis-server is not
+# counted here (bench/redis-callgrind.sh counts it).
+#
+#   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
+#
+# Needs valgrind, curl and redis-server. Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-1000} WARM=${WARM:-300}
+dir=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null; [ -f "$dir/redis.pid" ] && kill $(cat "$dir/redis.pid"); wait 2>/dev/null; rm -rf "$dir"' EXIT
+CGO_ENABLED=0 go build -o "$dir/tollgate" ./cmd/tollgate
+CGO_ENABLED=0 go build -o "$dir/bareproxy" ./bench/bareproxy
+UP=127.0.0.1:18190 PX=127.0.0.1:18191 RPORT=18479
+redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" --daemonize yes --pidfile "$dir/redis.pid" >/dev/null
+redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:%s"]\n    prefix: %s\n%b' $RPORT "$1" "$2"; cat bench/tollgate.yaml; }
+redis_store exact "    exact: true\n" >"$dir/exact.yaml"
+redis_store leased "" >"$dir/leased.yaml"
+"$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
+json='{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}'
+
+# send KEY COUNT: COUNT requests one after another on one connection;
+# prints how many answered 200.
+send() {
+  local auth=()
+  [ -n "$1" ] && auth=(-H "Authorization: Bearer $1")
+  awk -v u="http://$PX/v1/chat/completions" -v n="$2" 'BEGIN {for (i = 0; i < n; i++) printf "url = \"%s\"\n", u}' >"$dir/urls"
+  curl -s -K "$dir/urls" -X POST -H 'Content-Type: application/json' "${auth[@]}" -d "$json" -w '\n%{http_code}\n' 2>/dev/null | grep -c '^200$' || true
+}
+
+total() { awk '/^summary:|^totals:/ {print $2; exit}' "$1"; }
+
+# count NAME KEY CMD...: runs CMD (the proxy, on $PX) under callgrind and
+# prints its instructions per request.
+count() {
+  local name=$1 key=$2; shift 2
+  rm -f "$dir"/cg.out*
+  BENCH_LISTEN=$PX BENCH_UPSTREAM=http://$UP/v1 GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 \
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" "$@" >/dev/null 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do curl -s -o /dev/null "http://$PX/" && break; sleep 0.5; done
+  send "$key" "$WARM" >/dev/null
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  local t0 t1 n
+  t0=$(date +%s.%N)
+  n=$(send "$key" "$N")
+  t1=$(date +%s.%N)
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  if [ "$n" != "$N" ]; then echo "bench: $name answered $n of $N requests with 200" >&2; exit 1; fi
+  sleep "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')"
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  local busy idle
+  busy=$(total "$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 1p)")
+  idle=$(total "$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 2p)")
+  awk -v busy="$busy" -v idle="$idle" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
+    printf "%.0f %d %.0f %.0f %.1f\n", (busy - idle) / n, n, busy / n, idle / n, s }'
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
+printf '%-22s %12s %8s %14s %14s %8s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare"
+bare=""
+for p in bare embedded redis-leased redis-exact; do
+  case $p in
+    bare) r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
+    embedded) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    redis-leased) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/leased.yaml") ;;
+    redis-exact) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/exact.yaml") ;;
+  esac
+  read -r per n busy idle secs <<<"$r"
+  bare=${bare:-$per}
+  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$bare" 'BEGIN {
+    printf "%-22s %12.0f %8d %14.0f %14.0f %8.1f %8.2f\n", p, per, n, busy, idle, s, per / bare }'
+done

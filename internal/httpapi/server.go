@@ -59,10 +59,10 @@ type Gateway struct {
 	stateMu   sync.Mutex
 	upstreams map[string]*upstreamState
 
-	// settleAsync runs settlements after the handler (Options.SettleAfterResponse);
-	// settling counts those still running.
+	// settleAsync runs settlements after the handler (Options.SettleAfterResponse),
+	// on settling's workers.
 	settleAsync bool
-	settling    sync.WaitGroup
+	settling    settler
 }
 
 // settings is everything the gateway derives from a config.
@@ -600,13 +600,13 @@ func (g *Gateway) afterResponse(settle func()) {
 		settle()
 		return
 	}
-	g.settling.Go(settle)
+	g.settling.run(settle)
 }
 
 // Drain waits for the settlements still running after their responses.
 // Call it once the server has stopped taking requests, before the store
 // is closed.
-func (g *Gateway) Drain() { g.settling.Wait() }
+func (g *Gateway) Drain() { g.settling.drain() }
 
 // OnSettle sets the function every settlement is handed to (the ledger).
 func (g *Gateway) OnSettle(f func(Entry)) { g.ledger.Store(&f) }

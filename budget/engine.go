@@ -20,6 +20,7 @@ const DefaultLease = 10 * time.Minute
 type Engine struct {
 	store Store
 	lease time.Duration
+	now   func() time.Time // picks the periods of unreserved spend
 }
 
 // NewEngine returns an engine on store. A zero lease means DefaultLease.
@@ -27,7 +28,14 @@ func NewEngine(store Store, lease time.Duration) *Engine {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &Engine{store: store, lease: lease}
+	return &Engine{store: store, lease: lease, now: time.Now}
+}
+
+// WithClock makes the engine read the time from now (tests pin it) and
+// returns it.
+func (e *Engine) WithClock(now func() time.Time) *Engine {
+	e.now = now
+	return e
 }
 
 // Store returns the engine's store.
@@ -182,7 +190,7 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 	for i, l := range limits {
 		debits[i] = Debit{Limit: l}
 	}
-	SetPeriods(debits, time.Now())
+	SetPeriods(debits, e.now())
 	id := rand.Text()
 	if len(limits) > 0 && limits[0].Partition != "" {
 		id = limits[0].Partition + "/" + id

@@ -49,3 +49,21 @@ func TestContractSingleNodeLeased(t *testing.T) {
 func TestContractClusterLeased(t *testing.T) {
 	contract(t, redistest.StartCluster(t, 3).Client(t), &redisstore.LeaseOptions{})
 }
+
+// Spend made without a reservation is charged to the periods of the
+// engine's clock: a pinned clock in October charges October, not now.
+func TestUnreservedSpendIsChargedToTheEnginesPeriod(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "clock", Timeout: 5 * time.Second, SettleTimeout: 5 * time.Second})
+	october := time.Date(2026, 10, 20, 12, 0, 0, 0, time.UTC)
+	e := budget.NewEngine(s, time.Minute).WithClock(func() time.Time { return october })
+	team := budget.Limit{Bucket: "team:acme/ml:usd-month", Name: "usd-month", Partition: "acme", Scope: budget.ScopeTeam,
+		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: int64(budget.Dollar), Period: budget.Month}
+	if err := e.RecordUnreserved(bg, []budget.Limit{team}, budget.Amounts{Requests: 1, Cost: 1234}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rdb.HGet(bg, "clock:{acme}:c:"+team.Bucket+":2026-10", "spent").Int64()
+	if err != nil || got != 1234 {
+		t.Fatalf("October's spend: %d %v, want 1234", got, err)
+	}
+}

@@ -1,0 +1,191 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/policy"
+	"github.com/tollgate-dev/tollgate/tokenizer"
+	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/breaker"
+	"github.com/tollgate-dev/tollgate/upstream/queue"
+)
+
+// newSettings derives the gateway's settings from c, loading tokenizers.
+func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
+	dir, err := policy.NewDirectory(c, nil)
+	if err != nil {
+		return nil, err
+	}
+	st := &settings{
+		cfg:           c,
+		dir:           dir,
+		models:        map[string]*modelRoute{},
+		maxBody:       c.MaxBodyBytes,
+		userHeader:    c.UserHeader,
+		lease:         c.Lease,
+		onUnavailable: map[string]string{},
+		instances:     int64(max(c.Store.Redis.Instances, 1)),
+		fixed:         fmt.Sprintf("%s|%s|%s|%v|%s", c.Listen, c.MetricsListen, c.Store.Kind, c.Store.Redis.Addrs, c.Store.SnapshotPath),
+		paid:          map[string]*paidRoute{},
+	}
+	st.bypass = newBypass(c.Bypass)
+	st.routeCosts = c.RouteCosts
+	for _, p := range c.TrustedProxies {
+		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
+	}
+	if c.AuthFailures.Limit > 0 {
+		st.authFail = authguard.Limit(c.AuthFailures.Limit, c.AuthFailures.Window)
+	}
+	for _, r := range c.PaidRoutes {
+		p, err := newPaidRoute(r)
+		if err != nil {
+			return nil, err
+		}
+		st.paid[r.Name] = p
+		st.fixed += "|" + r.Name + "=" + r.Prefix
+	}
+	if c.Store.Kind == "redis" {
+		for _, route := range config.Routes {
+			st.onUnavailable[route] = c.Store.Redis.OnUnavailable
+		}
+		for route, mode := range c.Store.Redis.OnUnavailableRoutes {
+			st.onUnavailable[route] = mode
+		}
+	}
+	for route, mode := range st.onUnavailable {
+		if mode == "local_fallback" && g.fallback == nil {
+			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
+		}
+	}
+	targets := map[string]*target{}
+	byName := map[string]config.Upstream{}
+	for _, u := range c.Upstreams {
+		targets[u.Name] = g.target(u)
+		byName[u.Name] = u
+	}
+	price := func(u config.Upstream, model string) budget.Price {
+		p, ok := u.Prices[model]
+		if !ok {
+			m := c.Models[model]
+			p = config.Price{Input: m.Input, CachedInput: m.CachedInput, CacheWrite: m.CacheWrite, Output: m.Output}
+		}
+		return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value),
+			CacheWrite: budget.Money(p.CacheWrite.Value), Output: budget.Money(p.Output.Value)}
+	}
+	for _, u := range c.Upstreams {
+		for _, name := range u.Models {
+			if _, seen := st.models[name]; seen {
+				continue // served here as another upstream's fallback
+			}
+			m := c.Models[name]
+			counter, err := tokenizer.Load(m.Encoding)
+			if err != nil {
+				return nil, fmt.Errorf("httpapi: model %s: %w", name, err)
+			}
+			route := &modelRoute{
+				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
+					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
+				candidates: []candidate{{targets[u.Name], price(u, name)}},
+			}
+			for _, f := range u.Fallbacks {
+				if fu := byName[f]; slices.Contains(fu.Models, name) {
+					route.candidates = append(route.candidates, candidate{targets[f], price(fu, name)})
+				}
+			}
+			st.models[name] = route
+			st.modelNames = append(st.modelNames, name)
+		}
+	}
+	return st, nil
+}
+
+// Reload applies c from the next request on: keys, limits, plans, models,
+// prices and upstreams. Requests in flight finish on the settings they
+// started with. A config that changes what cannot change at run time (the
+// store, the listen addresses) is refused and the running one stays.
+func (g *Gateway) Reload(c *config.Config) error {
+	st, err := g.newSettings(c)
+	if err != nil {
+		return err
+	}
+	if old := g.settings.Load(); old.fixed != st.fixed {
+		return errors.New("httpapi: listen addresses and the store cannot change at run time; restart to apply them")
+	}
+	if ks := g.keySet.Load(); ks != nil {
+		// Run-time keys take the limits of their team as the new config has them.
+		if err := g.compileKeySet(ks.version, ks.keys, c); err != nil {
+			return err
+		}
+	}
+	g.settings.Store(st)
+	return nil
+}
+
+// target builds the endpoint of upstream u, keeping the breaker (and the
+// queue, if its config did not change) of an earlier config.
+func (g *Gateway) target(u config.Upstream) *target {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	state, ok := g.upstreams[u.Name]
+	if !ok {
+		name := u.Name
+		state = &upstreamState{breaker: breaker.New(name,
+			breaker.Settings{Failures: u.Breaker.Failures, OpenFor: u.Breaker.OpenFor, Probes: u.Breaker.Probes},
+			func(from, to string) {
+				g.metrics.BreakerTransitions.WithLabelValues(name, to).Inc()
+				g.metrics.BreakerState.WithLabelValues(name).Set(map[string]float64{"closed": 0, "half-open": 0.5, "open": 1}[to])
+				g.log.Warn("upstream breaker", "upstream", name, "from", from, "to", to)
+			}, nil)}
+		g.metrics.BreakerState.WithLabelValues(name).Set(0)
+		g.upstreams[u.Name] = state
+	}
+	var qcfg config.Queue
+	if u.Queue != nil {
+		qcfg = *u.Queue
+	}
+	if state.queue == nil || qcfg != state.queueCfg {
+		state.queue, state.queueCfg = nil, qcfg
+		if u.Queue != nil {
+			var pacer queue.Pacer
+			if g.pacer != nil {
+				pacer = g.pacer(u.Name)
+			}
+			state.queue = queue.New(queue.Config{MaxLength: qcfg.MaxLength, Rate: qcfg.Rate, TokensPerMinute: qcfg.TokensPerMinute,
+				Concurrency: qcfg.Concurrency, MaxWait: qcfg.MaxWait}, nil, pacer)
+		}
+	}
+	rt := g.transport
+	if rt == nil {
+		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
+	}
+	return &target{
+		name: u.Name, kind: u.Kind, apiVersion: u.APIVersion, deployments: u.Deployments,
+		baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
+		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		breaker: state.breaker, queue: state.queue,
+	}
+}
+
+func newTransport(connect, firstByte time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: firstByte,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}

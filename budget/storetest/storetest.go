@@ -17,30 +17,14 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
-// Clock is a fixed timeline the suite advances by hand.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the timeline the suite advances by hand.
+type Clock = testkit.Clock
 
 // NewClock returns a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(t time.Time) *Clock { return testkit.NewClock(t) }
 
 // Factory returns a new, empty store on clock.
 type Factory func(t *testing.T, clock *Clock) budget.Store

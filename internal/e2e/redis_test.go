@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -25,12 +26,23 @@ import (
 func (h *harness) redisSpent() (spent, pending int64) {
 	h.t.Helper()
 	key := "tg:{acme}:c:" + teamMonth + ":" + budget.PeriodID(budget.Month, time.Now(), nil)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.WaitFor(5*time.Second, func() bool {
 		spent, pending = h.readRedis(key)
-		if pending == 0 || time.Now().After(deadline) {
-			return spent, pending
-		}
-	}
+		return pending == 0
+	})
+	return spent, pending
+}
+
+// settledAsReported waits (up to 10 s) until the team's month budget in
+// Redis holds exactly what the upstream reported for model and nothing
+// pending — leased spend lands at the next flush — and returns the three.
+func (h *harness) settledAsReported(model string) (spent, pending, reported int64) {
+	testkit.WaitFor(10*time.Second, func() bool {
+		spent, pending = h.redisSpent()
+		reported = h.reportedCost(model)
+		return spent == reported && pending == 0
+	})
+	return spent, pending, reported
 }
 
 func (h *harness) readRedis(key string) (spent, pending int64) {
@@ -137,13 +149,7 @@ func instancesShareOneBudget(t *testing.T, redisExtra string) {
 	}
 	// Leased spend reaches Redis at the next flush, and idle slices go
 	// back at the one after: wait for it, not for a fixed time.
-	spent, pending := h.redisSpent()
-	reported := h.reportedCost("test-model")
-	for deadline := time.Now().Add(10 * time.Second); (spent != reported || pending != 0) && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		spent, pending = h.redisSpent()
-		reported = h.reportedCost("test-model")
-	}
+	spent, pending, reported := h.settledAsReported("test-model")
 	if spent != reported || pending != 0 {
 		t.Fatalf("spent %d pending %d; the upstream reported usage worth %d", spent, pending, reported)
 	}
@@ -233,11 +239,8 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	}
 
 	srv.Restart()
-	spent, pending := h.redisSpent()
-	for deadline := time.Now().Add(10 * time.Second); spent != h.reportedCost("test-model") && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		spent, pending = h.redisSpent()
-	}
-	if reported := h.reportedCost("test-model"); spent != reported || pending != 0 {
+	spent, pending, reported := h.settledAsReported("test-model")
+	if spent != reported || pending != 0 {
 		t.Fatalf("after Redis came back: spent %d pending %d, the upstream reported %d (%d served)", spent, pending, reported, served.Load())
 	}
 	t.Logf("%d served before the kill; ledger %d µ$ equals reported usage", served.Load(), spent)
@@ -299,10 +302,11 @@ func TestRoutesDegradeAsConfigured(t *testing.T) {
 		// Every request of a model here has the same usage: price one and multiply.
 		want += u.Requests * (ceilDiv(u.PromptTokens/u.Requests*p[0], 1_000_000) + ceilDiv(u.CompletionTokens/u.Requests*p[1], 1_000_000))
 	}
-	spent, pending := h.redisSpent()
-	for deadline := time.Now().Add(5 * time.Second); spent != want && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	var spent, pending int64
+	testkit.WaitFor(5*time.Second, func() bool {
 		spent, pending = h.redisSpent()
-	}
+		return spent == want
+	})
 	if spent != want || pending != 0 {
 		t.Fatalf("after Redis came back: spent %d pending %d, want %d (everything served, degraded or not)", spent, pending, want)
 	}
@@ -490,13 +494,7 @@ func TestShardedRateLimitOnRedis(t *testing.T) {
 			if len(keys) < 2 {
 				t.Fatalf("shard keys %v: want the shards in slots of their own", keys)
 			}
-			spent, pending := h.redisSpent()
-			reported := h.reportedCost("test-model")
-			for deadline := time.Now().Add(10 * time.Second); (spent != reported || pending != 0) && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-				spent, pending = h.redisSpent()
-				reported = h.reportedCost("test-model")
-			}
+			spent, pending, reported := h.settledAsReported("test-model")
 			if spent != reported || pending != 0 || spent == 0 {
 				t.Fatalf("spent %d pending %d; the upstream reported usage worth %d", spent, pending, reported)
 			}

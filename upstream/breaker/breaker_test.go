@@ -6,15 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // gobreaker keeps its own wall-clock time for the open period, so this test
 // uses a short real one rather than editing its private fields.
@@ -82,7 +76,7 @@ func TestClientCancellationsNeverTrip(t *testing.T) {
 }
 
 func TestBackoffHonoursRetryAfter(t *testing.T) {
-	c := &clock{now: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC))
 	b := New("u", Settings{}, nil, c.Now)
 	b.Backoff(20 * time.Second)
 	if _, ra, err := b.Allow(); !errors.Is(err, ErrBackoff) || ra != 20*time.Second {

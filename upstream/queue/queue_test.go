@@ -3,10 +3,10 @@ package queue
 import (
 	"context"
 	"errors"
-	"sort"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -155,53 +155,8 @@ func TestFullAndCancel(t *testing.T) {
 	}
 }
 
-// fakeClock fires AfterFunc callbacks when Advance passes their time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (t *fakeTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	rest := c.timers[:0]
-	for _, t := range c.timers {
-		if !t.stopped && !t.at.After(c.now) {
-			due = append(due, t)
-		} else if !t.stopped {
-			rest = append(rest, t)
-		}
-	}
-	c.timers = rest
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
-
 func TestQueueWaitsReleasesAndTimesOut(t *testing.T) {
-	clock := &fakeClock{now: t0}
+	clock := testkit.NewClock(t0)
 	q := New(Config{Rate: 10, MaxWait: time.Second}, clock, nil)
 	done, _, err := q.Wait(context.Background(), "a", 1)
 	if err != nil {

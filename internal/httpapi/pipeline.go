@@ -80,119 +80,159 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
 		defer g.count(cl, route)
 		body, err := readBody(c, cl.settings.maxBody)
+		if err == nil {
+			err = g.prepare(cl, ep, body)
+		}
 		if err != nil {
 			cl.outcome = "refused"
 			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
 			return err
 		}
-		if err := g.prepare(cl, ep, body); err != nil {
-			cl.outcome = "refused"
-			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
-			return err
+		cl.user = c.Request().Header.Get(cl.settings.userHeader)
+		if cl.user == "" {
+			cl.user = cl.req.User
 		}
-		user := c.Request().Header.Get(cl.settings.userHeader)
-		if user == "" {
-			user = cl.req.User
-		}
-		cl.user = user
-		limits := cl.principal.Limits(policy.RequestKey{User: user, Model: cl.req.Model, Route: route, ID: cl.id,
+		cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: cl.req.Model, Route: route, ID: cl.id,
 			IP: authguard.ClientIP(c.Request(), cl.settings.trusted)})
-		if sig := c.Request().Header.Get(SignatureHeader); sig != "" || cl.principal.Unlimited() {
-			who := "unlimited-key"
-			if sig != "" {
-				id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.RequestURI(), body, time.Now())
-				if err != nil {
-					cl.outcome = "refused"
-					g.log.Warn("bypass refused", "request_id", cl.id, "team", cl.principal.Team, "key", cl.principal.Key, "err", err)
-					return err
-				}
-				who = id
-			}
-			// Every limit still evaluates (and is charged where it fits)
-			// but none refuses; the request is metered and priced as usual.
-			limits = shadowed(limits)
-			cl.bypass = who
-			g.metrics.Bypasses.WithLabelValues(who, cl.principal.Team).Inc()
-			g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.req.Model)
-		}
-		cl.limits = limits
-		start := time.Now()
-		cl.reservedAt = start
-		var pre *Entry
-		if g.engine.KeepsLedger() || g.ledger.Load() != nil {
-			pre = cl.entry()
-		}
-		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
-		g.metrics.StoreLatency.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
-		degraded := errors.Is(err, budget.ErrStoreUnavailable)
-		if degraded {
-			g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
-			r, res, err = g.degrade(c, cl, route, err)
-		}
-		var refused *budget.RefusedError
-		if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
-			requested := cl.prep.OutputCap
-			if k := g.clampable(cl, refused); k > 0 {
-				if pre != nil {
-					pre = cl.entry()
-				}
-				r, res, err = g.engine.ReserveFor(c.Request().Context(), limits, cl.estimate, pre)
-				if err == nil {
-					c.Response().Header().Set("X-Tollgate-Output-Clamped", fmt.Sprintf("%s=%d; requested=%d", cl.req.CapField(), k, requested))
-					g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
-						"requested", requested, "granted", k)
-				}
-			}
-		}
-		if err != nil {
+		if err := g.bypass(c, cl, body); err != nil {
 			cl.outcome = "refused"
-			if errors.As(err, &refused) {
-				g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
-					"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
-					"estimate_usd_micros", int64(cl.estimate.Cost))
-				rf := g.refusalOf(cl, refused)
-				g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
-				if budget.IsBudgetRefusal(err) {
-					g.alerts.refused(c.Request().Context(), cl, refused)
-				}
-				g.writeRefusal(c, rf, cl.limits)
-				return nil
-			}
-			g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
-			if !errors.Is(err, budget.ErrStoreUnavailable) {
-				cl.outcome = "error"
-				g.log.Error("reserving", "request_id", cl.id, "err", err)
-			}
 			return err
 		}
-		cl.reservation = r
-		for _, i := range res.Shadowed {
-			l := &cl.limits[i]
-			g.metrics.ShadowRefusals.WithLabelValues(l.Scope.String(), l.Name, cl.principal.Team).Inc()
-			g.log.Info("shadow limit would have refused", "request_id", cl.id, "team", cl.principal.Team,
-				"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
+		res, admitted, err := g.admit(c, cl, route)
+		if !admitted {
+			return err
 		}
-		g.observeBudgets(cl, res)
-		cl.reserved = res
-		g.alerts.check(c.Request().Context(), cl, res)
-		writeLimitHeaders(c.Response().Header(), cl.limits, res)
+		g.admitted(c, cl, res)
 		usage, served, err := g.forward(c, cl)
-		var upErr *upstreamRefused
-		switch {
-		case served:
-			cl.outcome = "served"
-		case errors.Is(err, errClientCanceled):
-			cl.outcome = "client_closed"
-		case errors.As(err, &upErr):
-			cl.outcome = "refused"
-			g.metrics.Refusals.WithLabelValues(upErr.code, "upstream", "", cl.principal.Team).Inc()
-		default:
-			cl.outcome = "upstream_error"
-		}
+		cl.outcome = g.outcomeOf(cl, served, err)
 		ctx := c.Request().Context()
 		g.afterResponse(func() { g.finish(ctx, cl, usage, served) })
 		return err
 	}
+}
+
+// bypass lets a signed request or an unlimited key past every limit: each
+// still evaluates (and is charged where it fits) but none refuses, and
+// the request is metered and priced as usual. A signature that does not
+// verify is the error.
+func (g *Gateway) bypass(c echo.Context, cl *call, body []byte) error {
+	sig := c.Request().Header.Get(SignatureHeader)
+	if sig == "" && !cl.principal.Unlimited() {
+		return nil
+	}
+	who := "unlimited-key"
+	if sig != "" {
+		id, err := g.verifyBypass(c.Request().Context(), cl.settings.bypass, sig, c.Request().Method, c.Request().URL.RequestURI(), body, time.Now())
+		if err != nil {
+			g.log.Warn("bypass refused", "request_id", cl.id, "team", cl.principal.Team, "key", cl.principal.Key, "err", err)
+			return err
+		}
+		who = id
+	}
+	cl.limits = shadowed(cl.limits)
+	cl.bypass = who
+	g.metrics.Bypasses.WithLabelValues(who, cl.principal.Team).Inc()
+	g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.req.Model)
+	return nil
+}
+
+// admit reserves cl's estimate against its limits: from the store, or as
+// its route degrades while the store is unavailable; a budget that allows
+// clamping is retried with the output cap that fits. A refusal is written
+// here (admitted false, nil error); any other failure is the error.
+func (g *Gateway) admit(c echo.Context, cl *call, route string) (res budget.Result, admitted bool, err error) {
+	start := time.Now()
+	cl.reservedAt = start
+	var pre *Entry
+	if g.engine.KeepsLedger() || g.ledger.Load() != nil {
+		pre = cl.entry()
+	}
+	r, res, err := g.engine.ReserveFor(c.Request().Context(), cl.limits, cl.estimate, pre)
+	g.metrics.StoreLatency.WithLabelValues("reserve").Observe(time.Since(start).Seconds())
+	degraded := errors.Is(err, budget.ErrStoreUnavailable)
+	if degraded {
+		g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
+		r, res, err = g.degrade(c, cl, route, err)
+	}
+	var refused *budget.RefusedError
+	if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
+		r, res, err = g.clamp(c, cl, refused, pre, r, res, err)
+	}
+	if err == nil {
+		cl.reservation = r
+		return res, true, nil
+	}
+	cl.outcome = "refused"
+	if errors.As(err, &refused) {
+		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
+			"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
+			"estimate_usd_micros", int64(cl.estimate.Cost))
+		rf := g.refusalOf(cl, refused)
+		g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
+		if budget.IsBudgetRefusal(err) {
+			g.alerts.refused(c.Request().Context(), cl, refused)
+		}
+		g.writeRefusal(c, rf, cl.limits)
+		return res, false, nil
+	}
+	g.metrics.Refusals.WithLabelValues(reasonOf(err), "", "", cl.principal.Team).Inc()
+	if !errors.Is(err, budget.ErrStoreUnavailable) {
+		cl.outcome = "error"
+		g.log.Error("reserving", "request_id", cl.id, "err", err)
+	}
+	return res, false, err
+}
+
+// clamp retries a request a budget refused with the largest output cap
+// that fits, when the budget allows it; otherwise the refusal stands.
+func (g *Gateway) clamp(c echo.Context, cl *call, refused *budget.RefusedError, pre *Entry,
+	r *budget.Reservation, res budget.Result, err error) (*budget.Reservation, budget.Result, error) {
+	requested := cl.prep.OutputCap
+	k := g.clampable(cl, refused)
+	if k <= 0 {
+		return r, res, err
+	}
+	if pre != nil {
+		pre = cl.entry()
+	}
+	r, res, err = g.engine.ReserveFor(c.Request().Context(), cl.limits, cl.estimate, pre)
+	if err == nil {
+		c.Response().Header().Set("X-Tollgate-Output-Clamped", fmt.Sprintf("%s=%d; requested=%d", cl.req.CapField(), k, requested))
+		g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
+			"requested", requested, "granted", k)
+	}
+	return r, res, err
+}
+
+// admitted records what an admitted request's reservation found: shadow
+// limits that would have refused, budget utilisation, alerts, and the
+// limit headers of the response.
+func (g *Gateway) admitted(c echo.Context, cl *call, res budget.Result) {
+	for _, i := range res.Shadowed {
+		l := &cl.limits[i]
+		g.metrics.ShadowRefusals.WithLabelValues(l.Scope.String(), l.Name, cl.principal.Team).Inc()
+		g.log.Info("shadow limit would have refused", "request_id", cl.id, "team", cl.principal.Team,
+			"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
+	}
+	g.observeBudgets(cl, res)
+	cl.reserved = res
+	g.alerts.check(c.Request().Context(), cl, res)
+	writeLimitHeaders(c.Response().Header(), cl.limits, res)
+}
+
+// outcomeOf names how the upstream exchange ended, for the metrics.
+func (g *Gateway) outcomeOf(cl *call, served bool, err error) string {
+	var upErr *upstreamRefused
+	switch {
+	case served:
+		return "served"
+	case errors.Is(err, errClientCanceled):
+		return "client_closed"
+	case errors.As(err, &upErr):
+		g.metrics.Refusals.WithLabelValues(upErr.code, "upstream", "", cl.principal.Team).Inc()
+		return "refused"
+	}
+	return "upstream_error"
 }
 
 // degrade decides a request while the store is unavailable, as its route

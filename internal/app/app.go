@@ -66,55 +66,84 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(a.reg)
-	switch cfg.Store.Kind {
-	case "redis":
-		shared, err := openShared(cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		a.shared, a.store = shared, shared.store
-		if shared.pg != nil {
-			shared.stored = prometheus.NewCounter(prometheus.CounterOpts{
-				Name: "tollgate_ledger_entries_stored_total",
-				Help: "Ledger entries this instance moved from the Redis ledger streams to PostgreSQL.",
-			})
-			a.reg.MustRegister(shared.stored)
-			a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "tollgate_ledger_backlog",
-				Help: "Ledger entries waiting in the Redis ledger streams for PostgreSQL (all instances').",
-			}, shared.ledgerBacklog))
-		}
-		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tollgate_spool_depth",
-			Help: "Settlements waiting in the spool for the budget store.",
-		}, func() float64 { return float64(shared.spool.Len()) }))
-		if _, leased := shared.store.LeaseStats(); leased {
-			registerLeaseMetrics(a.reg, shared.store)
-		}
-		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tollgate_store_breaker_open",
-			Help: "1 while the budget store's breaker is open (Redis failing; answering unavailable at once), 0.5 half-open, 0 closed.",
-		}, func() float64 {
-			switch shared.store.BreakerState() {
-			case "open":
-				return 1
-			case "half-open":
-				return 0.5
-			}
-			return 0
-		}))
-	default:
-		mem, err := memstore.New(memstore.Options{SnapshotPath: cfg.Store.SnapshotPath, OnExpire: a.recordExpired})
-		if err != nil {
-			return nil, fmt.Errorf("opening the embedded store: %w", err)
-		}
-		a.mem, a.store = mem, mem
+	if err := a.openStore(); err != nil {
+		return nil, err
 	}
 	a.engine = budget.NewEngine(a.store, cfg.Lease)
 	guard := authguard.New(a.engine) // one count of failures for API keys and admin tokens
-	opts := httpapi.Options{Engine: a.engine, Log: log, Ready: a.ready, Metrics: m, Guard: guard}
-	if cfg.MetricsListen == "" {
+	opts, err := a.gatewayOptions(metrics.New(a.reg), guard)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	gw, err := httpapi.New(cfg, opts)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("building the gateway: %w", err)
+	}
+	a.gateway = gw
+	if err := a.openLedger(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.mountAdmin(guard)
+	return a, nil
+}
+
+// openStore opens the budget store cfg names, with its metrics.
+func (a *App) openStore() error {
+	if a.cfg.Store.Kind != "redis" {
+		mem, err := memstore.New(memstore.Options{SnapshotPath: a.cfg.Store.SnapshotPath, OnExpire: a.recordExpired})
+		if err != nil {
+			return fmt.Errorf("opening the embedded store: %w", err)
+		}
+		a.mem, a.store = mem, mem
+		return nil
+	}
+	shared, err := openShared(a.cfg, a.log)
+	if err != nil {
+		return err
+	}
+	a.shared, a.store = shared, shared.store
+	if shared.pg != nil {
+		shared.stored = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_ledger_entries_stored_total",
+			Help: "Ledger entries this instance moved from the Redis ledger streams to PostgreSQL.",
+		})
+		a.reg.MustRegister(shared.stored)
+		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tollgate_ledger_backlog",
+			Help: "Ledger entries waiting in the Redis ledger streams for PostgreSQL (all instances').",
+		}, shared.ledgerBacklog))
+	}
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_spool_depth",
+		Help: "Settlements waiting in the spool for the budget store.",
+	}, func() float64 { return float64(shared.spool.Len()) }))
+	if _, leased := shared.store.LeaseStats(); leased {
+		registerLeaseMetrics(a.reg, shared.store)
+	}
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_store_breaker_open",
+		Help: "1 while the budget store's breaker is open (Redis failing; answering unavailable at once), 0.5 half-open, 0 closed.",
+	}, func() float64 {
+		switch shared.store.BreakerState() {
+		case "open":
+			return 1
+		case "half-open":
+			return 0.5
+		}
+		return 0
+	}))
+	return nil
+}
+
+// gatewayOptions are the gateway's collaborators on the store opened: on
+// Redis a local fallback bucket, the shared pacer and settlements after
+// the response; the run-time key registry either way.
+func (a *App) gatewayOptions(m *metrics.Metrics, guard *authguard.Guard) (httpapi.Options, error) {
+	opts := httpapi.Options{Engine: a.engine, Log: a.log, Ready: a.ready, Metrics: m, Guard: guard}
+	if a.cfg.MetricsListen == "" {
 		opts.Gatherer = a.reg
 	}
 	if a.shared != nil {
@@ -122,9 +151,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		// only, it holds this instance's share while Redis is away.
 		local, err := memstore.New(memstore.Options{})
 		if err != nil {
-			return nil, err
+			return opts, err
 		}
-		opts.Fallback = budget.NewEngine(local, cfg.Lease)
+		opts.Fallback = budget.NewEngine(local, a.cfg.Lease)
 		// A settlement may cost a round trip to Redis: not on the
 		// client's connection.
 		opts.SettleAfterResponse = true
@@ -132,49 +161,53 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	switch {
 	case a.shared != nil:
-		a.keys = keyreg.NewRedis(a.shared.rdb, cfg.Store.Redis.Prefix)
-	case cfg.KeysPath != "":
-		reg, err := keyreg.OpenFile(cfg.KeysPath)
+		a.keys = keyreg.NewRedis(a.shared.rdb, a.cfg.Store.Redis.Prefix)
+	case a.cfg.KeysPath != "":
+		reg, err := keyreg.OpenFile(a.cfg.KeysPath)
 		if err != nil {
-			a.Close()
-			return nil, err
+			return opts, err
 		}
 		a.keys = reg
 	}
 	opts.Keys = a.keys
-	gw, err := httpapi.New(cfg, opts)
-	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("building the gateway: %w", err)
+	return opts, nil
+}
+
+// openLedger opens the ledger file (and, on the embedded store, its
+// shipper to PostgreSQL) and hands it every settlement.
+func (a *App) openLedger() error {
+	if a.cfg.LedgerPath == "" {
+		return nil
 	}
-	a.gateway = gw
-	if cfg.LedgerPath != "" {
-		if a.ledger, err = ledger.Open(cfg.LedgerPath); err != nil {
-			a.Close()
-			return nil, err
-		}
-		if cfg.Store.Kind == "embedded" && cfg.LedgerPostgres != "" {
-			if a.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
-				a.Close()
-				return nil, err
-			}
-			a.shipper = ledger.NewShipper(a.ledger, a.pg.Insert, log)
-		}
-		gw.OnSettle(func(e budget.Entry) {
-			if err := a.ledger.Append(e); err != nil {
-				// The budgets have the spend; the entry goes to the log
-				// whole, so it can be put back into the ledger by hand.
-				log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
-			}
-		})
+	var err error
+	if a.ledger, err = ledger.Open(a.cfg.LedgerPath); err != nil {
+		return err
 	}
-	api := admin.New(cfg, a.engine, log).WithGuard(guard)
+	if a.cfg.Store.Kind == "embedded" && a.cfg.LedgerPostgres != "" {
+		if a.pg, err = ledger.OpenPostgres(a.cfg.LedgerPostgres); err != nil {
+			return err
+		}
+		a.shipper = ledger.NewShipper(a.ledger, a.pg.Insert, a.log)
+	}
+	a.gateway.OnSettle(func(e budget.Entry) {
+		if err := a.ledger.Append(e); err != nil {
+			// The budgets have the spend; the entry goes to the log
+			// whole, so it can be put back into the ledger by hand.
+			a.log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
+		}
+	})
+	return nil
+}
+
+// mountAdmin adds the admin API to the gateway's router, with the ledger
+// and the audit trail every instance reads: beside the ledger in
+// PostgreSQL, else in Redis (audit_path keeps a local copy); the embedded
+// store's is audit_path.
+func (a *App) mountAdmin(guard *authguard.Guard) {
+	api := admin.New(a.cfg, a.engine, a.log).WithGuard(guard)
 	if a.keys != nil {
-		api.WithKeys(gw)
+		api.WithKeys(a.gateway)
 	}
-	// The audit trail every instance reads: beside the ledger in
-	// PostgreSQL, else in Redis (audit_path keeps a local copy); the
-	// embedded store's is audit_path.
 	var trail audit.Log
 	switch {
 	case a.shared != nil && a.shared.pg != nil:
@@ -183,16 +216,15 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	case a.pg != nil:
 		api.WithLedger(a.pg)
 	case a.shared != nil:
-		trail = audit.NewRedis(a.shared.rdb, cfg.Store.Redis.Prefix)
+		trail = audit.NewRedis(a.shared.rdb, a.cfg.Store.Redis.Prefix)
 	}
 	if trail != nil {
-		if cfg.AuditPath != "" {
-			trail = audit.Copy{Shared: trail, Local: audit.NewFile(cfg.AuditPath)}
+		if a.cfg.AuditPath != "" {
+			trail = audit.Copy{Shared: trail, Local: audit.NewFile(a.cfg.AuditPath)}
 		}
 		api.WithAudit(trail)
 	}
-	gw.Mount(api.Mount)
-	return a, nil
+	a.gateway.Mount(api.Mount)
 }
 
 // recordExpired writes the ledger entry of a reservation the embedded

@@ -49,7 +49,7 @@ paid_routes:
   - {name: tr, prefix: /paid/tr, base_url: "` + api + `", api_key: paid-secret,
      per_unit: "$0.0001", units_json: usage.units, max_units: 100}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
-        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]}]}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}, {id: ops, hash: "` + policy.HashKey(unlimitedKey) + `", unlimited: true}]}]}]
 `
 	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -121,4 +121,53 @@ func TestPaidRouteReservesTheRuleMaximum(t *testing.T) {
 	if spent, pending := spentNow(t, a); spent != 0 || pending != 0 {
 		t.Fatalf("refused call left spent %d pending %d", spent, pending)
 	}
+}
+
+// A paid route goes through the same admission as an LLM route: an
+// unlimited key passes a ceiling that refuses everyone else, counted as a
+// bypass and as the budget's shadow refusal.
+func TestPaidRoutesShareTheLLMRoutesAdmission(t *testing.T) {
+	api := paidAPI(t)
+	url, a := paidGateway(t, api.URL, "$0.0055") // below one geocode's maximum (6000 µ$)
+	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x", ""); status != 429 {
+		t.Fatalf("an ordinary key past the ceiling: %d %s", status, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"/paid/geo/geocode?q=x", nil)
+	req.Header.Set("Authorization", "Bearer "+unlimitedKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("an unlimited key on a paid route: %d", resp.StatusCode)
+	}
+	// As on an LLM route, a limit the bypass passed is left as if it had
+	// refused: the $0.0055 budget, which the call's maximum does not fit,
+	// is not charged.
+	if spent, pending := spentNow(t, a); spent != 0 || pending != 0 {
+		t.Fatalf("a bypassed budget was charged: spent %d pending %d", spent, pending)
+	}
+	metricsResp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(metricsResp.Body)
+	metricsResp.Body.Close()
+	if !strings.Contains(string(b), `tollgate_bypasses_total{by="unlimited-key",team="ml"} 1`) {
+		t.Fatalf("the bypass is not counted:\n%s", grepLines(string(b), "tollgate_bypasses_total"))
+	}
+	if !strings.Contains(string(b), `tollgate_shadow_refusals_total{limit="usd-month",scope="team",team="ml"} 1`) {
+		t.Fatalf("the budget the bypass passed is not counted as a shadow refusal:\n%s", grepLines(string(b), "tollgate_shadow_refusals_total"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

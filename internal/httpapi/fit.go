@@ -126,7 +126,7 @@ func (g *Gateway) clampable(cl *call, refused *budget.RefusedError) int64 {
 // for a held budget when it is expected back.
 func (g *Gateway) refusalOf(cl *call, refused *budget.RefusedError) refusal {
 	f := g.facts(refused, cl.estimate)
-	if budget.IsBudgetRefusal(refused) {
+	if budget.IsBudgetRefusal(refused) && cl.req != nil { // a paid route has no output cap
 		f.fit, f.capField = cl.fit(refused.Result), cl.req.CapField()
 	}
 	return mapRefused(refused, f)

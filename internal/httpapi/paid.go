@@ -59,61 +59,42 @@ func (g *Gateway) paid(name string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		st := settingsOf(c)
 		p := st.paid[name]
-		pr := principalOf(c)
-		id := rand.Text()[:20]
-		c.Response().Header().Set("X-Tollgate-Request-Id", id)
+		cl := &call{id: rand.Text()[:20], principal: principalOf(c), start: time.Now(), engine: g.engine, outcome: "error",
+			settings: st, routePath: p.cfg.Prefix, model: name, upstream: name}
+		c.Response().Header().Set("X-Tollgate-Request-Id", cl.id)
 		body, err := readBody(c, st.maxBody)
 		if err != nil {
 			return err
 		}
-		user := c.Request().Header.Get(st.userHeader)
-		limits := pr.Limits(policy.RequestKey{User: user, Model: name, Route: p.cfg.Prefix, ID: id, IP: authguard.ClientIP(c.Request(), st.trusted)})
-		est := budget.Amounts{Requests: st.cost(p.cfg.Prefix), Cost: p.max}
-		e := &Entry{Time: time.Now(), RequestID: id, Org: pr.Org, Team: pr.Team, Key: pr.Key, User: user,
-			Route: p.cfg.Prefix, Model: name, Upstream: name, Usage: budget.Usage{Estimated: true},
-			Cost: p.max, Reserved: p.max, Served: true}
-		var pre *Entry
-		if g.engine.KeepsLedger() || g.ledger.Load() != nil {
-			pre = new(*e)
-		}
-		r, res, err := g.engine.ReserveFor(c.Request().Context(), limits, est, pre)
-		if err != nil {
-			var refused *budget.RefusedError
-			if errors.As(err, &refused) {
-				rf := mapRefused(refused, g.facts(refused, est))
-				g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, pr.Team).Inc()
-				g.writeRefusal(c, rf, limits)
-				return nil
-			}
+		cl.user = c.Request().Header.Get(st.userHeader)
+		cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: name, Route: p.cfg.Prefix, ID: cl.id,
+			IP: authguard.ClientIP(c.Request(), st.trusted)})
+		cl.estimate = budget.Amounts{Requests: st.cost(p.cfg.Prefix), Cost: p.max}
+		if err := g.bypass(c, cl, body); err != nil {
 			return err
 		}
-		writeLimitHeaders(c.Response().Header(), limits, res)
-
-		units, reported, served, err := g.forwardPaid(c, p, body)
-		actual := budget.Amounts{}
-		cost, estimated := p.cost(units, reported)
-		if served {
-			actual = budget.Amounts{Requests: est.Requests, Cost: cost}
+		res, admitted, err := g.admit(c, cl, p.cfg.Prefix)
+		if !admitted {
+			return err
 		}
-		e.ReservationID = r.ID
-		e.Usage.Estimated, e.Cost, e.Served = estimated && served, actual.Cost, served
+		g.admitted(c, cl, res)
+		units, reported, served, err := g.forwardPaid(c, p, body)
 		rctx := c.Request().Context()
 		g.afterResponse(func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), 5*time.Second)
 			defer cancel()
-			outcome, serr := g.engine.SettleEntry(ctx, r, actual, e)
-			if serr != nil {
-				g.log.Error("settling", "request_id", id, "reservation", r.ID, "err", serr)
-			}
+			actual := budget.Amounts{}
+			cost, estimated := p.cost(units, reported)
 			if served {
-				g.metrics.SpendMicros.WithLabelValues(pr.Team, name).Add(float64(actual.Cost))
+				actual = budget.Amounts{Requests: cl.estimate.Requests, Cost: cost}
+				g.metrics.SpendMicros.WithLabelValues(cl.principal.Team, name).Add(float64(actual.Cost))
 			}
-			e.Outcome = outcome.String()
-			if f := g.ledger.Load(); f != nil {
-				(*f)(*e)
-			}
-			g.log.Info("request", "request_id", id, "org", pr.Org, "team", pr.Team, "key", pr.Key, "route", p.cfg.Prefix,
-				"reservation", r.ID, "outcome", outcome.String(), "served", served, "units", units, "units_reported", reported,
+			e := cl.entry()
+			e.Usage.Estimated, e.Cost, e.Served, e.Degraded = estimated && served, actual.Cost, served, cl.degraded
+			outcome := g.settle(ctx, cl, e, actual)
+			g.log.Info("request", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
+				"route", p.cfg.Prefix, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
+				"served", served, "units", units, "units_reported", reported,
 				"estimate_usd_micros", int64(p.max), "actual_usd_micros", int64(actual.Cost))
 		})
 		return err

@@ -43,6 +43,10 @@ type call struct {
 	served *candidate
 	// routePath is the gateway route, e.g. /v1/chat/completions.
 	routePath string
+	// model is the model asked for, or a paid route's name; upstream, on
+	// a paid route, the upstream it goes to (an LLM request's is its
+	// route's first candidate until one answers).
+	model, upstream string
 	// chargeReserved settles at the reservation itself (no usable usage).
 	chargeReserved bool
 	// bypass names who skipped the limits (a signing service, or an
@@ -63,8 +67,8 @@ type call struct {
 // upstream answers: what the sweeper records if it is never settled.
 func (cl *call) entry() *Entry {
 	e := &Entry{Time: cl.reservedAt, RequestID: cl.id, Org: cl.principal.Org, Team: cl.principal.Team, Key: cl.principal.Key,
-		User: cl.user, Route: cl.routePath, Model: cl.req.Model, Cost: cl.estimate.Cost, Reserved: cl.estimate.Cost,
-		ReservedTokens: cl.estimate.Tokens, Usage: budget.Usage{Estimated: true}, Served: true, Bypass: cl.bypass}
+		User: cl.user, Route: cl.routePath, Model: cl.model, Cost: cl.estimate.Cost, Reserved: cl.estimate.Cost,
+		ReservedTokens: cl.estimate.Tokens, Usage: budget.Usage{Estimated: true}, Served: true, Bypass: cl.bypass, Upstream: cl.upstream}
 	if cl.route != nil && len(cl.route.candidates) > 0 {
 		e.Upstream = cl.route.candidates[0].target.name
 	}
@@ -92,7 +96,7 @@ func (g *Gateway) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		if cl.user == "" {
 			cl.user = cl.req.User
 		}
-		cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: cl.req.Model, Route: route, ID: cl.id,
+		cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: cl.model, Route: route, ID: cl.id,
 			IP: authguard.ClientIP(c.Request(), cl.settings.trusted)})
 		if err := g.bypass(c, cl, body); err != nil {
 			cl.outcome = "refused"
@@ -132,7 +136,7 @@ func (g *Gateway) bypass(c echo.Context, cl *call, body []byte) error {
 	cl.limits = shadowed(cl.limits)
 	cl.bypass = who
 	g.metrics.Bypasses.WithLabelValues(who, cl.principal.Team).Inc()
-	g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.req.Model)
+	g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.model)
 	return nil
 }
 
@@ -165,7 +169,7 @@ func (g *Gateway) admit(c echo.Context, cl *call, route string) (res budget.Resu
 	cl.outcome = "refused"
 	if errors.As(err, &refused) {
 		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
-			"key", cl.principal.Key, "model", cl.req.Model, "limit", refused.Limit.Bucket,
+			"key", cl.principal.Key, "model", cl.model, "limit", refused.Limit.Bucket,
 			"estimate_usd_micros", int64(cl.estimate.Cost))
 		rf := g.refusalOf(cl, refused)
 		g.metrics.Refusals.WithLabelValues(rf.reason, refused.Limit.Scope.String(), refused.Limit.Name, cl.principal.Team).Inc()
@@ -187,6 +191,9 @@ func (g *Gateway) admit(c echo.Context, cl *call, route string) (res budget.Resu
 // that fits, when the budget allows it; otherwise the refusal stands.
 func (g *Gateway) clamp(c echo.Context, cl *call, refused *budget.RefusedError, pre *Entry,
 	r *budget.Reservation, res budget.Result, err error) (*budget.Reservation, budget.Result, error) {
+	if cl.prep == nil {
+		return r, res, err // a paid route has no output cap to clamp
+	}
 	requested := cl.prep.OutputCap
 	k := g.clampable(cl, refused)
 	if k <= 0 {
@@ -212,7 +219,7 @@ func (g *Gateway) admitted(c echo.Context, cl *call, res budget.Result) {
 		l := &cl.limits[i]
 		g.metrics.ShadowRefusals.WithLabelValues(l.Scope.String(), l.Name, cl.principal.Team).Inc()
 		g.log.Info("shadow limit would have refused", "request_id", cl.id, "team", cl.principal.Team,
-			"key", cl.principal.Key, "model", cl.req.Model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
+			"key", cl.principal.Key, "model", cl.model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
 	}
 	g.observeBudgets(cl, res)
 	cl.reserved = res
@@ -326,7 +333,7 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if err != nil {
 		return err
 	}
-	cl.req, cl.route, cl.prep = req, route, prep
+	cl.req, cl.route, cl.prep, cl.model = req, route, prep, req.Model
 	// Any candidate upstream may serve it: reserve at the dearest.
 	if cl.estimate, err = cl.amountsFor(prep.MaxOutputTokens); err != nil {
 		return &upstream.RequestError{Message: "the request is too large to price"}
@@ -360,6 +367,24 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	if cl.served != nil {
 		e.Upstream = cl.served.target.name
 	}
+	outcome := g.settle(ctx, cl, e, actual)
+	if served {
+		g.observeUsage(cl, u, actual)
+	}
+	g.log.Info("request",
+		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
+		"model", cl.model, "stream", cl.req.Stream, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
+		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
+		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
+		"duration_ms", time.Since(cl.start).Milliseconds())
+}
+
+// settle charges cl's reservation the actual amounts and hands the ledger
+// its entry e (the reservation's id, outcome and, for a settlement that
+// corrected a sweep, the difference filled in); spend let through while
+// the store was unavailable is recorded for when it answers. It is the
+// one settlement step of LLM and paid routes.
+func (g *Gateway) settle(ctx context.Context, cl *call, e *Entry, actual budget.Amounts) budget.Outcome {
 	var outcome budget.Outcome
 	if cl.reservation != nil {
 		g.holds.observe(time.Since(cl.reservedAt))
@@ -373,13 +398,10 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 			g.log.Error("settling", "request_id", cl.id, "reservation", e.ReservationID, "err", err)
 		}
 	}
-	if served {
-		g.observeUsage(cl, u, actual)
-	}
 	if outcome == budget.Settled || outcome == budget.Corrected {
 		g.alerts.settled(ctx, cl, actual)
 	}
-	if cl.degraded != "" && served {
+	if cl.degraded != "" && e.Served {
 		// Spend made while the store was away is charged to it when it
 		// answers again (the store spools it until then), with its ledger
 		// entry, to the periods in force now.
@@ -397,11 +419,5 @@ func (g *Gateway) finish(ctx context.Context, cl *call, u budget.Usage, served b
 	if f := g.ledger.Load(); f != nil {
 		(*f)(*e)
 	}
-	resID := e.ReservationID
-	g.log.Info("request",
-		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
-		"model", cl.req.Model, "stream", cl.req.Stream, "reservation", resID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
-		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
-		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
-		"duration_ms", time.Since(cl.start).Milliseconds())
+	return outcome
 }

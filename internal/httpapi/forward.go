@@ -111,7 +111,7 @@ func (e *upstreamRefused) note(code string, ra time.Duration) {
 func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage, served bool, failure, err error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), t.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url(cl.req.Endpoint, cl.req.Model), bytes.NewReader(cl.prep.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(cl.req.Endpoint, cl.req.Model), bytes.NewReader(cl.prep.Body))
 	if err != nil {
 		return u, false, nil, err
 	}
@@ -121,23 +121,7 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if t.kind == "anthropic" {
-		version := c.Request().Header.Get("Anthropic-Version")
-		if version == "" {
-			version = "2023-06-01"
-		}
-		req.Header.Set("Anthropic-Version", version)
-		if beta := c.Request().Header.Get("Anthropic-Beta"); beta != "" {
-			req.Header.Set("Anthropic-Beta", beta)
-		}
-		if t.apiKey != "" {
-			req.Header.Set("X-Api-Key", t.apiKey)
-		}
-	} else if t.kind == "azure" && t.apiKey != "" {
-		req.Header.Set("Api-Key", t.apiKey)
-	} else if t.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+t.apiKey)
-	}
+	t.provider.Header(req.Header, c.Request().Header)
 	sent := time.Now()
 	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(time.Since(sent).Seconds()) }()
 	resp, err := t.client.Do(req)
@@ -216,14 +200,7 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 		w.Flush() // the client has its answer before the settlement runs
-		usage := upstream.UsageFromJSON
-		switch cl.req.Endpoint {
-		case upstream.Messages:
-			usage = upstream.UsageFromAnthropicJSON
-		case upstream.Responses:
-			usage = upstream.UsageFromResponsesJSON
-		}
-		if u, ok := usage(body); ok {
+		if u, ok := cl.req.Endpoint.UsageFromJSON(body); ok {
 			return u
 		}
 		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
@@ -259,13 +236,7 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()
 	w.Flush()
 
 	maxText := int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16
-	meter := upstream.NewStreamMeter(maxText)
-	switch cl.req.Endpoint {
-	case upstream.Messages:
-		meter = upstream.NewAnthropicStreamMeter(maxText)
-	case upstream.Responses:
-		meter = upstream.NewResponsesStreamMeter(maxText)
-	}
+	meter := cl.req.Endpoint.NewMeter(maxText)
 	events := upstream.NewEventReader(body)
 	bound := cl.prep.MaxOutputTokens
 	var counted int64 // output tokens counted so far, from countedBytes of text
@@ -334,13 +305,6 @@ func (g *Gateway) endOverrun(w *echo.Response, cl *call, counted int64) {
 		"bound", cl.prep.MaxOutputTokens, "counted", counted)
 	g.metrics.StreamsCut.WithLabelValues(cl.req.Model).Inc()
 	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", cl.prep.MaxOutputTokens)
-	switch cl.req.Endpoint {
-	case upstream.Messages:
-		_, _ = fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":%q,\"code\":\"output_limit_reached\"}}\n\n", msg)
-	case upstream.Responses:
-		_, _ = fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"code\":\"output_limit_reached\",\"message\":%q,\"param\":null}\n\n", msg)
-	default:
-		_, _ = fmt.Fprintf(w, "data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", msg)
-	}
+	_, _ = io.WriteString(w, cl.req.Endpoint.OverrunEvent(msg))
 	w.Flush()
 }

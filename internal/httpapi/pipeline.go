@@ -322,9 +322,9 @@ func (g *Gateway) prepare(cl *call, ep upstream.Endpoint, body []byte) error {
 	if !cl.principal.Allows(req.Model) {
 		return &modelError{model: req.Model, allowed: true}
 	}
-	if anthropic := route.candidates[0].target.kind == "anthropic"; anthropic != (ep == upstream.Messages) {
+	if !route.candidates[0].target.provider.Serves(ep) {
 		want := "/v1/chat/completions"
-		if anthropic {
+		if route.candidates[0].target.provider.Serves(upstream.Messages) {
 			want = "/v1/messages"
 		}
 		return &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", req.Model, want)}

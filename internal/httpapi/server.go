@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,30 +102,13 @@ type candidate struct {
 // target is one upstream endpoint with its protection: a client with its
 // timeouts, a breaker and an optional queue.
 type target struct {
-	name string
-	kind string // "openai", "azure" or "anthropic"
-	// Azure: api-version, and deployment names by model.
-	apiVersion  string
-	deployments map[string]string
-	baseURL     string
-	apiKey      string
-	timeout     time.Duration // the whole exchange
-	idle        time.Duration // between two stream chunks
-	client      *http.Client
-	breaker     *breaker.Breaker
-	queue       *queue.Queue
-}
-
-// url is where a request for model at endpoint ep goes on t.
-func (t *target) url(ep upstream.Endpoint, model string) string {
-	if t.kind != "azure" {
-		return t.baseURL + ep.Path()
-	}
-	deployment := t.deployments[model]
-	if deployment == "" {
-		deployment = model
-	}
-	return t.baseURL + "/deployments/" + url.PathEscape(deployment) + ep.Path() + "?api-version=" + url.QueryEscape(t.apiVersion)
+	name     string
+	provider upstream.Provider // URL and authorisation of the upstream's dialect
+	timeout  time.Duration     // the whole exchange
+	idle     time.Duration     // between two stream chunks
+	client   *http.Client
+	breaker  *breaker.Breaker
+	queue    *queue.Queue
 }
 
 // upstreamState is what outlives a reload for an upstream name: its

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -70,7 +69,11 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 	targets := map[string]*target{}
 	byName := map[string]config.Upstream{}
 	for _, u := range c.Upstreams {
-		targets[u.Name] = g.target(u)
+		t, err := g.target(u)
+		if err != nil {
+			return nil, err
+		}
+		targets[u.Name] = t
 		byName[u.Name] = u
 	}
 	price := func(u config.Upstream, model string) budget.Price {
@@ -133,7 +136,7 @@ func (g *Gateway) Reload(c *config.Config) error {
 
 // target builds the endpoint of upstream u, keeping the breaker (and the
 // queue, if its config did not change) of an earlier config.
-func (g *Gateway) target(u config.Upstream) *target {
+func (g *Gateway) target(u config.Upstream) (*target, error) {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	state, ok := g.upstreams[u.Name]
@@ -168,12 +171,16 @@ func (g *Gateway) target(u config.Upstream) *target {
 	if rt == nil {
 		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
 	}
+	provider, err := upstream.NewProvider(upstream.ProviderConfig{Kind: u.Kind, BaseURL: u.BaseURL, APIKey: u.APIKey,
+		APIVersion: u.APIVersion, Deployments: u.Deployments})
+	if err != nil {
+		return nil, err
+	}
 	return &target{
-		name: u.Name, kind: u.Kind, apiVersion: u.APIVersion, deployments: u.Deployments,
-		baseURL: strings.TrimSuffix(u.BaseURL, "/"), apiKey: u.APIKey, timeout: u.Timeout, idle: u.IdleTimeout,
+		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,
 		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		breaker: state.breaker, queue: state.queue,
-	}
+	}, nil
 }
 
 func newTransport(connect, firstByte time.Duration) *http.Transport {

@@ -1,0 +1,153 @@
+package upstream
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// Provider is one upstream's dialect of the wire: where a request goes
+// and how it is authorised. What the answer looks like (its usage, its
+// stream, the event that ends a stream past its bound) is the endpoint's
+// (Endpoint.UsageFromJSON, NewMeter, OverrunEvent): a provider serves the
+// endpoints whose wire it speaks (Serves).
+type Provider interface {
+	// Kind is the config's name of the dialect.
+	Kind() string
+	// Serves reports whether the provider answers requests of ep.
+	Serves(ep Endpoint) bool
+	// URL is where a request for model at ep goes.
+	URL(ep Endpoint, model string) string
+	// Header sets on out the headers that carry the upstream's key and
+	// the dialect's version, taking from the client's in what the dialect
+	// lets a client choose (Anthropic's version and betas).
+	Header(out, in http.Header)
+}
+
+// ProviderConfig is what a provider is built from.
+type ProviderConfig struct {
+	Kind    string // "openai" (the default), "azure" or "anthropic"
+	BaseURL string
+	APIKey  string
+	// APIVersion and Deployments (model → deployment) are Azure's.
+	APIVersion  string
+	Deployments map[string]string
+}
+
+// NewProvider returns the provider of c.Kind.
+func NewProvider(c ProviderConfig) (Provider, error) {
+	base := strings.TrimSuffix(c.BaseURL, "/")
+	switch c.Kind {
+	case "", "openai":
+		return openAI{base: base, key: c.APIKey}, nil
+	case "azure":
+		return azure{openAI: openAI{base: base, key: c.APIKey}, version: c.APIVersion, deployments: c.Deployments}, nil
+	case "anthropic":
+		return anthropicProvider{base: base, key: c.APIKey}, nil
+	}
+	return nil, fmt.Errorf("upstream: unknown provider kind %q", c.Kind)
+}
+
+// openAI is any OpenAI-compatible API: bearer key, paths below the base.
+type openAI struct{ base, key string }
+
+func (openAI) Kind() string { return "openai" }
+
+func (openAI) Serves(ep Endpoint) bool { return ep != Messages }
+
+func (p openAI) URL(ep Endpoint, _ string) string { return p.base + ep.Path() }
+
+func (p openAI) Header(out, _ http.Header) {
+	if p.key != "" {
+		out.Set("Authorization", "Bearer "+p.key)
+	}
+}
+
+// azure is Azure OpenAI: a deployment per model in the path, the API
+// version in the query, the key in Api-Key.
+type azure struct {
+	openAI
+	version     string
+	deployments map[string]string
+}
+
+func (azure) Kind() string { return "azure" }
+
+func (p azure) URL(ep Endpoint, model string) string {
+	deployment := p.deployments[model]
+	if deployment == "" {
+		deployment = model
+	}
+	return p.base + "/deployments/" + url.PathEscape(deployment) + ep.Path() + "?api-version=" + url.QueryEscape(p.version)
+}
+
+func (p azure) Header(out, _ http.Header) {
+	if p.key != "" {
+		out.Set("Api-Key", p.key)
+	}
+}
+
+// anthropicProvider is Anthropic's API: Messages only, the key in
+// X-Api-Key, a version the client may choose (2023-06-01 by default) and
+// its beta flags passed on.
+type anthropicProvider struct{ base, key string }
+
+func (anthropicProvider) Kind() string { return "anthropic" }
+
+func (anthropicProvider) Serves(ep Endpoint) bool { return ep == Messages }
+
+func (p anthropicProvider) URL(ep Endpoint, _ string) string { return p.base + ep.Path() }
+
+func (p anthropicProvider) Header(out, in http.Header) {
+	version := in.Get("Anthropic-Version")
+	if version == "" {
+		version = "2023-06-01"
+	}
+	out.Set("Anthropic-Version", version)
+	if beta := in.Get("Anthropic-Beta"); beta != "" {
+		out.Set("Anthropic-Beta", beta)
+	}
+	if p.key != "" {
+		out.Set("X-Api-Key", p.key)
+	}
+}
+
+// UsageFromJSON reads the usage of a non-streaming answer of e.
+func (e Endpoint) UsageFromJSON(body []byte) (budget.Usage, bool) {
+	switch e {
+	case Messages:
+		return UsageFromAnthropicJSON(body)
+	case Responses:
+		return UsageFromResponsesJSON(body)
+	}
+	return UsageFromJSON(body)
+}
+
+// NewMeter returns the meter of a stream of e that keeps at most maxText
+// bytes of output.
+func (e Endpoint) NewMeter(maxText int) *StreamMeter {
+	switch e {
+	case Messages:
+		return NewAnthropicStreamMeter(maxText)
+	case Responses:
+		return NewResponsesStreamMeter(maxText)
+	}
+	return NewStreamMeter(maxText)
+}
+
+// OverrunEvent is the last event of a stream of e that the gateway ends
+// because the upstream passed the output bound: the dialect's error event
+// carrying msg and the code output_limit_reached (and, for OpenAI's chat
+// and completions, the [DONE] its clients wait for).
+func (e Endpoint) OverrunEvent(msg string) string {
+	switch e {
+	case Messages:
+		return fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":%q,\"code\":\"output_limit_reached\"}}\n\n", msg)
+	case Responses:
+		return fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":\"output_limit_reached\",\"message\":%q,\"param\":null}\n\n", msg)
+	}
+	return fmt.Sprintf("data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", msg)
+}

@@ -18,13 +18,13 @@ const DefaultLease = 10 * time.Minute
 // Engine reserves upper bounds and settles real usage against a Store. It is
 // safe for concurrent use.
 type Engine struct {
-	store Store
+	store Backend
 	lease time.Duration
 	now   func() time.Time // picks the periods of unreserved spend
 }
 
 // NewEngine returns an engine on store. A zero lease means DefaultLease.
-func NewEngine(store Store, lease time.Duration) *Engine {
+func NewEngine(store Backend, lease time.Duration) *Engine {
 	if lease <= 0 {
 		lease = DefaultLease
 	}

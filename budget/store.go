@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Store keeps budget state and makes each operation atomic. Both stores
-// (budget/memstore, budget/redisstore) pass the contract suite in
-// budget/storetest. A store that cannot reach its backend returns an error
-// wrapping ErrStoreUnavailable.
+// Store is what the request path needs of the budget state: each
+// operation atomic. Both stores (budget/memstore, budget/redisstore) are a
+// Backend and pass the contract suite in budget/storetest. A store that
+// cannot reach its backend returns an error wrapping ErrStoreUnavailable.
 type Store interface {
 	// Reserve atomically checks every debit of r and, only if all fit,
 	// applies them and records r as an open reservation whose lease ends
@@ -30,6 +30,11 @@ type Store interface {
 	Sweep(ctx context.Context) (int, error)
 	// Peek reports the current status of limits without changing them.
 	Peek(ctx context.Context, limits []Limit) ([]Status, error)
+}
+
+// Admin is what finance and operators change in the budget state, through
+// the admin API and the ledger reseed: run-time ceilings, resets, raises.
+type Admin interface {
 	// SetCeiling sets, at run time, the amount of the Ceiling bucket in
 	// partition, replacing the configured one from the next reservation on
 	// (in every instance sharing the store) until until, or for good if
@@ -50,6 +55,12 @@ type Store interface {
 	// settlements are never undone), and returns what it was. It rebuilds
 	// counters from the ledger after the store lost them.
 	RaiseSpent(ctx context.Context, l Limit, spent int64) (was int64, err error)
+}
+
+// Backend is a store with its admin side, what an Engine runs on.
+type Backend interface {
+	Store
+	Admin
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

@@ -163,7 +163,7 @@ func New(opts Options) (*Store, error) {
 	return s, nil
 }
 
-var _ budget.Store = (*Store)(nil)
+var _ budget.Backend = (*Store)(nil)
 
 // Reserve implements budget.Store.
 func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Result, error) {
@@ -328,7 +328,7 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 	return budget.Peek(&s.state, limits, now), nil
 }
 
-// SetCeiling implements budget.Store. The embedded store has one
+// SetCeiling implements budget.Admin. The embedded store has one
 // partition space; partition is ignored.
 func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
 	s.mu.Lock()
@@ -345,7 +345,7 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
-// Override implements budget.Store.
+// Override implements budget.Admin.
 func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, time.Time, bool, error) {
 	now := s.now().UnixMicro()
 	s.mu.Lock()
@@ -358,7 +358,7 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	return amount, until, ok, nil
 }
 
-// ResetSpent implements budget.Store.
+// ResetSpent implements budget.Admin.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
@@ -370,7 +370,7 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	return k.Period, u.Spent, nil
 }
 
-// RaiseSpent implements budget.Store.
+// RaiseSpent implements budget.Admin.
 func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {
 	if spent < 0 {
 		return 0, fmt.Errorf("memstore: negative spend %d", spent)

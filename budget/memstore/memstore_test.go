@@ -13,7 +13,7 @@ import (
 )
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Store {
+	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Backend {
 		s, err := memstore.New(memstore.Options{Now: c.Now})
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-// SetCeiling implements budget.Store: one HSET (or HDEL) that every
+// SetCeiling implements budget.Admin: one HSET (or HDEL) that every
 // instance's next reservation reads in its script. A temporary override is
 // kept as "amount@until" (unix µs); the scripts ignore it from until on, by
 // the same clock they charge periods with.
@@ -43,7 +43,7 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
-// Override implements budget.Store: one HGET, judged by this process's
+// Override implements budget.Admin: one HGET, judged by this process's
 // clock (or Options.Now); the scripts judge by Redis's, so around the
 // expiry the two may disagree for the clock skew.
 func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, time.Time, bool, error) {
@@ -82,7 +82,7 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	return 0, time.Time{}, false, nil
 }
 
-// ResetSpent implements budget.Store: the current period is the one the
+// ResetSpent implements budget.Admin: the current period is the one the
 // store's clock (or Options.Now) is in, as for Peek.
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
 	if err := s.flushFor(ctx, partitionOf(&l)); err != nil {
@@ -104,7 +104,7 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	return ds[0].Period, was, nil
 }
 
-// RaiseSpent implements budget.Store.
+// RaiseSpent implements budget.Admin.
 func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (int64, error) {
 	if spent < 0 {
 		return 0, fmt.Errorf("redisstore: negative spend %d", spent)

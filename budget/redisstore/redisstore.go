@@ -150,7 +150,7 @@ type openReservation struct {
 	epoch  int64
 }
 
-var _ budget.Store = (*Store)(nil)
+var _ budget.Backend = (*Store)(nil)
 
 // New returns a store on rdb. The client must be built with
 // ContextTimeoutEnabled (go-redis otherwise ignores context deadlines and

@@ -22,7 +22,7 @@ var prefixes atomic.Int64
 // concurrent reservations get a timeout a loaded 2-core CI machine under
 // -race keeps (the default and what happens past it are the outage tests').
 func contract(t *testing.T, rdb redis.UniversalClient, leases *redisstore.LeaseOptions) {
-	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Store {
+	storetest.Run(t, func(t *testing.T, c *storetest.Clock) budget.Backend {
 		return redisstore.New(rdb, redisstore.Options{
 			Prefix:  fmt.Sprintf("t%d", prefixes.Add(1)),
 			Now:     c.Now,

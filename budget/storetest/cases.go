@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-func meters(t *testing.T, s budget.Store, c *Clock) {
+func meters(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	meter := usdMonth("meter", 1<<50)
 	meter.Shadow, meter.Meter = true, true
@@ -52,7 +52,7 @@ func meters(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
+func temporaryCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(8*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(8*budget.Dollar), budget.Settled)
@@ -100,7 +100,7 @@ func temporaryCeiling(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
+func runtimeCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
@@ -130,7 +130,7 @@ func runtimeCeiling(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func shadowLimits(t *testing.T, s budget.Store, c *Clock) {
+func shadowLimits(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	trial := usdMonth("trial", 1*budget.Dollar)
 	trial.Shadow = true
@@ -185,7 +185,7 @@ func one(t *testing.T, s budget.Store, l budget.Limit) (bool, budget.Result) {
 	return false, res
 }
 
-func fixedWindowEdge(t *testing.T, s budget.Store, c *Clock) {
+func fixedWindowEdge(t *testing.T, s budget.Backend, c *Clock) {
 	l := windowLimit("fw", budget.FixedWindow, 10)
 	c.Advance(59 * time.Second) // the last second of a window
 	for i := range 10 {
@@ -210,7 +210,7 @@ func fixedWindowEdge(t *testing.T, s budget.Store, c *Clock) {
 // spread evenly. Even traffic stays within one request of the limit in any
 // minute; a burst at the very end of a window is the worst case, and even
 // then no minute sees more than twice the limit.
-func slidingWindowError(t *testing.T, s budget.Store, c *Clock) {
+func slidingWindowError(t *testing.T, s budget.Backend, c *Clock) {
 	l := windowLimit("sw-even", budget.SlidingWindow, 10)
 	var admitted []time.Duration
 	for at := time.Duration(0); at < 5*time.Minute; at += 3 * time.Second { // 20 a minute offered
@@ -264,7 +264,7 @@ func busiestMinute(at []time.Duration) int {
 	return worst
 }
 
-func slidingLogExact(t *testing.T, s budget.Store, c *Clock) {
+func slidingLogExact(t *testing.T, s budget.Backend, c *Clock) {
 	l := windowLimit("log", budget.SlidingLog, 5)
 	// Requests at 0, 10, 20, 30, 40 s: the fifth fills the log.
 	for i := range 5 {
@@ -308,7 +308,7 @@ func slidingLogExact(t *testing.T, s budget.Store, c *Clock) {
 // rate limit, which a store may keep apart (the Redis store: another
 // cluster slot): all or nothing either way, and settled, extended and
 // swept as one reservation.
-func sharded(t *testing.T, s budget.Store, c *Clock) {
+func sharded(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	team.Partition = "acme"
 	rate := budget.Limit{Bucket: "rpm#2", Name: "rpm", Partition: "acme", Shard: 3, Scope: budget.ScopeKey,

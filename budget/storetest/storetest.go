@@ -27,7 +27,7 @@ type Clock = testkit.Clock
 func NewClock(t time.Time) *Clock { return testkit.NewClock(t) }
 
 // Factory returns a new, empty store on clock.
-type Factory func(t *testing.T, clock *Clock) budget.Store
+type Factory func(t *testing.T, clock *Clock) budget.Backend
 
 // Start is where every case's clock starts: mid-month, mid-day, UTC.
 var Start = time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
@@ -36,7 +36,7 @@ var Start = time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
 func Run(t *testing.T, newStore Factory) {
 	cases := []struct {
 		desc string
-		run  func(t *testing.T, s budget.Store, c *Clock)
+		run  func(t *testing.T, s budget.Backend, c *Clock)
 	}{
 		{"ceiling refuses past the ceiling and names it", ceilingRefuses},
 		{"all or nothing across limits", allOrNothing},
@@ -133,7 +133,7 @@ func remaining(t *testing.T, s budget.Store, l budget.Limit) int64 {
 
 func usd(m budget.Money) budget.Amounts { return budget.Amounts{Cost: m, Requests: 1} }
 
-func ceilingRefuses(t *testing.T, s budget.Store, c *Clock) {
+func ceilingRefuses(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	res := mustReserve(t, s, "a", usd(6*budget.Dollar), team)
 	if res.Status[0].Remaining != int64(4*budget.Dollar) {
@@ -169,7 +169,7 @@ func ceilingRefuses(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func allOrNothing(t *testing.T, s budget.Store, c *Clock) {
+func allOrNothing(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	key := usdMonth("key", 1*budget.Dollar)
 	rate := tokensPerMinute("tpm", 1000, 0)
@@ -189,7 +189,7 @@ func allOrNothing(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func settleCharges(t *testing.T, s budget.Store, c *Clock) {
+func settleCharges(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(3*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(1_234_567), budget.Settled)
@@ -198,7 +198,7 @@ func settleCharges(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func settleIdempotent(t *testing.T, s budget.Store, c *Clock) {
+func settleIdempotent(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(3*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.Settled)
@@ -216,7 +216,7 @@ func settleIdempotent(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func releaseReturns(t *testing.T, s budget.Store, c *Clock) {
+func releaseReturns(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	rpm := budget.Limit{Bucket: "rpm", Name: "rpm", Scope: budget.ScopeKey, Kind: budget.Rate,
 		Unit: budget.Requests, Amount: 2, Window: time.Minute}
@@ -230,7 +230,7 @@ func releaseReturns(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func expiredLease(t *testing.T, s budget.Store, c *Clock) {
+func expiredLease(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	if _, _, err := reserve(t, s, "a", 30*time.Second, usd(3*budget.Dollar), team); err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func expiredLease(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func extendLease(t *testing.T, s budget.Store, c *Clock) {
+func extendLease(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	if _, _, err := reserve(t, s, "a", 30*time.Second, usd(3*budget.Dollar), team); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func extendLease(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func rateBurstRefill(t *testing.T, s budget.Store, c *Clock) {
+func rateBurstRefill(t *testing.T, s budget.Backend, c *Clock) {
 	// 600 tokens per minute = 10 per second, burst 100.
 	l := tokensPerMinute("tpm", 600, 100)
 	tok := func(n int64) budget.Amounts { return budget.Amounts{Tokens: n, Requests: 1} }
@@ -320,7 +320,7 @@ func rateBurstRefill(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func rateDebt(t *testing.T, s budget.Store, c *Clock) {
+func rateDebt(t *testing.T, s budget.Backend, c *Clock) {
 	l := tokensPerMinute("tpm", 600, 100)
 	mustReserve(t, s, "a", budget.Amounts{Tokens: 50}, l)
 	mustSettle(t, s, "a", budget.Amounts{Tokens: 20}, budget.Settled)
@@ -339,7 +339,7 @@ func rateDebt(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func tooLarge(t *testing.T, s budget.Store, c *Clock) {
+func tooLarge(t *testing.T, s budget.Backend, c *Clock) {
 	l := tokensPerMinute("tpm", 600, 100)
 	if _, _, err := reserve(t, s, "a", time.Minute, budget.Amounts{Tokens: 101}, l); !errors.Is(err, budget.ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
@@ -350,7 +350,7 @@ func tooLarge(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func concurrency(t *testing.T, s budget.Store, c *Clock) {
+func concurrency(t *testing.T, s budget.Backend, c *Clock) {
 	l := budget.Limit{Bucket: "conc", Name: "conc", Scope: budget.ScopeKey, Kind: budget.Concurrency,
 		Unit: budget.Requests, Amount: 2}
 	mustReserve(t, s, "a", usd(1), l)
@@ -365,7 +365,7 @@ func concurrency(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func rollover(t *testing.T, s budget.Store, c *Clock) {
+func rollover(t *testing.T, s budget.Backend, c *Clock) {
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +390,7 @@ func rollover(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func concurrentCeiling(t *testing.T, s budget.Store, c *Clock) {
+func concurrentCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	const price = 7_777 // µ$ per request
 	team := usdMonth("team", 100*price+price-1)
 	var admitted atomic.Int64
@@ -419,7 +419,7 @@ func concurrentCeiling(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func peek(t *testing.T, s budget.Store, c *Clock) {
+func peek(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	for range 3 {
 		if got := remaining(t, s, team); got != int64(10*budget.Dollar) {
@@ -429,7 +429,7 @@ func peek(t *testing.T, s budget.Store, c *Clock) {
 	mustReserve(t, s, "a", usd(10*budget.Dollar), team)
 }
 
-func badAmounts(t *testing.T, s budget.Store, c *Clock) {
+func badAmounts(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(1), team)
 	if _, err := s.Settle(ctx, "a", budget.Amounts{Cost: -5}); err == nil {
@@ -438,7 +438,7 @@ func badAmounts(t *testing.T, s budget.Store, c *Clock) {
 	mustSettle(t, s, "a", usd(1), budget.Settled)
 }
 
-func resetSpent(t *testing.T, s budget.Store, c *Clock) {
+func resetSpent(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)
@@ -461,7 +461,7 @@ func resetSpent(t *testing.T, s budget.Store, c *Clock) {
 	}
 }
 
-func raiseSpent(t *testing.T, s budget.Store, c *Clock) {
+func raiseSpent(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)
 	mustSettle(t, s, "a", usd(4*budget.Dollar), budget.Settled)

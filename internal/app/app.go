@@ -39,7 +39,7 @@ const sweepInterval = 5 * time.Second
 type App struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	store   budget.Store
+	store   budget.Backend
 	mem     *memstore.Store // the embedded store, or nil
 	shared  *sharedStore    // the Redis store, or nil
 	engine  *budget.Engine

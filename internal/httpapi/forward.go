@@ -147,19 +147,7 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 	}
 	h.Set("X-Tollgate-Upstream", t.name)
 	if resp.StatusCode != http.StatusOK {
-		// The upstream refused or failed: pass its answer through and
-		// charge nothing (providers do not bill failed requests).
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-			failure = breaker.ErrFailed
-			if ra := parseRetryAfter(resp.Header); ra > 0 {
-				t.breaker.Backoff(ra)
-				writeRetryAfter(h, ra)
-			}
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		c.Response().WriteHeader(resp.StatusCode)
-		_, _ = c.Response().Write(body)
-		return u, false, failure, nil
+		return u, false, relayFailure(c, t, resp), nil
 	}
 	if cl.req.Stream && isEventStream(resp.Header.Get("Content-Type")) {
 		body := newIdleReader(resp.Body, t.idle, cancel)
@@ -172,6 +160,24 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 		return u, true, nil, nil
 	}
 	return g.copyJSON(c, cl, resp), true, nil, nil
+}
+
+// relayFailure passes an upstream's refusal or failure through to the
+// client, charging nothing (providers do not bill failed requests), and
+// returns what t's breaker is told: a failure for 429 and 5xx, whose
+// Retry-After also backs the breaker off.
+func relayFailure(c echo.Context, t *target, resp *http.Response) (failure error) {
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		failure = breaker.ErrFailed
+		if ra := parseRetryAfter(resp.Header); ra > 0 {
+			t.breaker.Backoff(ra)
+			writeRetryAfter(c.Response().Header(), ra)
+		}
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	c.Response().WriteHeader(resp.StatusCode)
+	_, _ = c.Response().Write(body)
+	return failure
 }
 
 // parseRetryAfter reads Retry-After-Ms or Retry-After (seconds or a date).

@@ -66,24 +66,25 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
 		}
 	}
+	if err := g.routeModels(c, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// routeModels gives every model of c its route: the first upstream that
+// lists it, then that upstream's fallbacks that list it too, each with the
+// model's price there.
+func (g *Gateway) routeModels(c *config.Config, st *settings) error {
 	targets := map[string]*target{}
 	byName := map[string]config.Upstream{}
 	for _, u := range c.Upstreams {
 		t, err := g.target(u)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		targets[u.Name] = t
 		byName[u.Name] = u
-	}
-	price := func(u config.Upstream, model string) budget.Price {
-		p, ok := u.Prices[model]
-		if !ok {
-			m := c.Models[model]
-			p = config.Price{Input: m.Input, CachedInput: m.CachedInput, CacheWrite: m.CacheWrite, Output: m.Output}
-		}
-		return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value),
-			CacheWrite: budget.Money(p.CacheWrite.Value), Output: budget.Money(p.Output.Value)}
 	}
 	for _, u := range c.Upstreams {
 		for _, name := range u.Models {
@@ -93,23 +94,34 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 			m := c.Models[name]
 			counter, err := tokenizer.Load(m.Encoding)
 			if err != nil {
-				return nil, fmt.Errorf("httpapi: model %s: %w", name, err)
+				return fmt.Errorf("httpapi: model %s: %w", name, err)
 			}
 			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
-				candidates: []candidate{{targets[u.Name], price(u, name)}},
+				candidates: []candidate{{targets[u.Name], priceAt(c, u, name)}},
 			}
 			for _, f := range u.Fallbacks {
 				if fu := byName[f]; slices.Contains(fu.Models, name) {
-					route.candidates = append(route.candidates, candidate{targets[f], price(fu, name)})
+					route.candidates = append(route.candidates, candidate{targets[f], priceAt(c, fu, name)})
 				}
 			}
 			st.models[name] = route
 			st.modelNames = append(st.modelNames, name)
 		}
 	}
-	return st, nil
+	return nil
+}
+
+// priceAt is model's price at upstream u: its own, else the model's.
+func priceAt(c *config.Config, u config.Upstream, model string) budget.Price {
+	p, ok := u.Prices[model]
+	if !ok {
+		m := c.Models[model]
+		p = config.Price{Input: m.Input, CachedInput: m.CachedInput, CacheWrite: m.CacheWrite, Output: m.Output}
+	}
+	return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value),
+		CacheWrite: budget.Money(p.CacheWrite.Value), Output: budget.Money(p.Output.Value)}
 }
 
 // Reload applies c from the next request on: keys, limits, plans, models,

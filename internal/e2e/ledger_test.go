@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -58,19 +59,31 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 		})
 	}
 	stream := "tg:{acme}:ledger"
-	time.Sleep(300 * time.Millisecond)
-	db.Block()
-	time.Sleep(700 * time.Millisecond)
-	backlog, err := h.rdb.XLen(ctx, stream).Result()
-	if err != nil || backlog == 0 {
-		t.Fatalf("with PostgreSQL down the stream holds %d entries (%v): want the settlements waiting there", backlog, err)
+	// Each phase lasts until the load has shown it, not for a guessed time.
+	more := func(what string, n *atomic.Int64, by int64) {
+		t.Helper()
+		from := n.Load()
+		if !testkit.WaitFor(20*time.Second, func() bool { return n.Load() >= from+by }) {
+			t.Fatalf("%s: %d requests in 20 s, want %d", what, n.Load()-from, by)
+		}
 	}
+	more("before PostgreSQL goes", &served, 20)
+	db.Block()
+	var backlog int64
+	if !testkit.WaitFor(20*time.Second, func() bool {
+		var err error
+		backlog, err = h.rdb.XLen(ctx, stream).Result()
+		return err == nil && backlog > 0
+	}) {
+		t.Fatalf("with PostgreSQL down the stream holds %d entries: want the settlements waiting there", backlog)
+	}
+	more("with PostgreSQL down", &served, 20)
 	srv.Kill()
-	time.Sleep(400 * time.Millisecond)
+	more("with Redis killed", &refused, 5)
 	srv.Restart()
-	time.Sleep(500 * time.Millisecond)
+	more("with Redis back", &served, 20)
 	db.Unblock()
-	time.Sleep(300 * time.Millisecond)
+	more("with PostgreSQL back", &served, 20)
 	close(stop)
 	wg.Wait()
 

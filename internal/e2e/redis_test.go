@@ -209,11 +209,24 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	if !testkit.WaitFor(10*time.Second, func() bool { return served.Load() >= 20 }) {
+		t.Fatalf("only %d requests served before the kill", served.Load())
+	}
 	srv.Kill()
 	close(killed)
 	wg.Wait()
-	time.Sleep(time.Second) // within a second of the kill every request is refused
+	// Soon every instance refuses: slices are not trusted past a failed
+	// lease call, and an exact reservation fails closed.
+	if !testkit.WaitFor(10*time.Second, func() bool {
+		for _, u := range h.urls[:2] {
+			if status, _, _, err := send(client, u, chatBody(0, false)); err != nil || status != 503 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("an instance still serves with Redis killed")
+	}
 	upstreamBefore := h.upCalls.Load()
 	for i := range 20 {
 		status, hdr, body, err := send(client, h.urls[i%2], chatBody(i, false))

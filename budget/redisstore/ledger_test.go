@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 // sink is a ledger that keeps entries by id and fails while told to.
@@ -70,7 +71,8 @@ func TestLedgerStreamCluster(t *testing.T) {
 // The consumer moves them through sink failures and a dead consumer.
 func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
-	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Ledger: true, Partitions: []string{"acme", "beta"}})
+	clock := testkit.NewClock(time.Now())
+	s := redisstore.New(rdb, redisstore.Options{Prefix: prefix, Ledger: true, Partitions: []string{"acme", "beta"}, Now: clock.Now})
 	e := budget.NewEngine(s, time.Minute)
 	short := budget.NewEngine(s, 50*time.Millisecond)
 	acme, beta := teamCeiling("acme", 10*budget.Dollar), teamCeiling("beta", 10*budget.Dollar)
@@ -97,7 +99,7 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	clock.Advance(100 * time.Millisecond)
 	if n, err := s.Sweep(bg); err != nil || n != 1 {
 		t.Fatalf("swept %d, %v", n, err)
 	}

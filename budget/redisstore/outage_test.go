@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 var bg = context.Background()
@@ -283,8 +284,9 @@ func scriptFlushUnderLoad(t *testing.T, leases *redisstore.LeaseOptions) {
 // one was only slow, its late settlement corrects the charge.
 func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
 	srv := redistest.Start(t)
-	dead := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg"})
-	alive := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Partitions: []string{"acme"}})
+	clock := testkit.NewClock(time.Now()) // the leases run out on it
+	dead := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Now: clock.Now})
+	alive := redisstore.New(srv.Client(), redisstore.Options{Prefix: "tg", Partitions: []string{"acme"}, Now: clock.Now})
 	l := teamCeiling("acme", 10*budget.Dollar)
 	r, _, err := budget.NewEngine(dead, 300*time.Millisecond).Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 3 * budget.Dollar})
 	if err != nil {
@@ -293,7 +295,7 @@ func TestAnotherInstanceSweepsADeadGatewaysLease(t *testing.T) {
 	if n, err := alive.Sweep(bg); err != nil || n != 0 {
 		t.Fatalf("sweep before the lease ends: %d %v", n, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	clock.Advance(400 * time.Millisecond)
 	if n, err := alive.Sweep(bg); err != nil || n != 1 {
 		t.Fatalf("sweep after the lease: %d %v", n, err)
 	}

@@ -48,16 +48,9 @@ type ReseedReport struct {
 // Entries settled but not yet moved from Redis to PostgreSQL are read from
 // the ledger streams.
 func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
-	var src ledger.Source
-	switch {
-	case a.shared != nil && a.shared.pg != nil:
-		src = a.shared.pg
-	case a.cfg.LedgerPath != "":
-		// With the embedded store the file is complete; PostgreSQL, if
-		// configured, may not have every line of it yet.
-		src = ledger.FileSource(a.cfg.LedgerPath)
-	default:
-		return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")
+	src, err := a.ledgerSource()
+	if err != nil {
+		return nil, err
 	}
 	charges, err := policy.NewCharges(a.cfg, a.gateway.RuntimeKeys())
 	if err != nil {
@@ -113,18 +106,41 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 		}
 	}
 	for _, t := range totals {
-		l := t.limit
-		r := Reseeded{Bucket: l.Bucket, Period: budget.PeriodID(l.Period, now, l.Location), Unit: l.Unit.String(), Ledger: t.sum}
-		raise := t.sum
-		if dryRun {
-			raise = 0 // raising to nothing changes nothing: a read
-		}
-		if r.Was, err = a.store.RaiseSpent(ctx, l, raise); err != nil {
+		r, err := a.raise(ctx, t.limit, t.sum, now, dryRun)
+		if err != nil {
 			return nil, err
 		}
-		r.Now = max(r.Was, raise)
 		rep.Budgets = append(rep.Budgets, r)
 	}
 	slices.SortFunc(rep.Budgets, func(x, y Reseeded) int { return strings.Compare(x.Bucket, y.Bucket) })
 	return rep, nil
+}
+
+// ledgerSource is where the reseed reads the ledger: PostgreSQL beside
+// Redis, else the ledger file (with the embedded store the file is
+// complete; PostgreSQL, if configured, may not have every line of it yet).
+func (a *App) ledgerSource() (ledger.Source, error) {
+	switch {
+	case a.shared != nil && a.shared.pg != nil:
+		return a.shared.pg, nil
+	case a.cfg.LedgerPath != "":
+		return ledger.FileSource(a.cfg.LedgerPath), nil
+	}
+	return nil, errors.New("no ledger configured (ledger_postgres or ledger_path)")
+}
+
+// raise raises l's spend in the current period to what the ledger holds
+// (never lowers it); a dry run only reads it.
+func (a *App) raise(ctx context.Context, l budget.Limit, sum int64, now time.Time, dryRun bool) (Reseeded, error) {
+	r := Reseeded{Bucket: l.Bucket, Period: budget.PeriodID(l.Period, now, l.Location), Unit: l.Unit.String(), Ledger: sum}
+	raise := sum
+	if dryRun {
+		raise = 0 // raising to nothing changes nothing: a read
+	}
+	was, err := a.store.RaiseSpent(ctx, l, raise)
+	if err != nil {
+		return r, err
+	}
+	r.Was, r.Now = was, max(was, raise)
+	return r, nil
 }

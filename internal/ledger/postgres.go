@@ -224,20 +224,9 @@ func (p *Postgres) Aggregate(ctx context.Context, q Query) ([]Group, error) {
 		}
 		dims[i] = c
 	}
-	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
-	rows, err := p.pool.Query(ctx, `SELECT DISTINCT org FROM tollgate_ledger WHERE served AND time >= $1 AND time < $2`,
-		q.From.Add(-24*time.Hour), q.To.Add(24*time.Hour))
+	zones, err := p.orgsByZone(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: postgres: %w", err)
-	}
-	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("ledger: postgres: %w", err)
-	}
-	zones := map[string][]string{}
-	for _, o := range orgs {
-		tz := q.Calendar(o).String()
-		zones[tz] = append(zones[tz], o)
+		return nil, err
 	}
 	group := strings.Join(dims, ", ")
 	sel := group
@@ -296,6 +285,28 @@ HAVING count(*) > 0`
 		out = append(out, *g)
 	}
 	return out, nil
+}
+
+// orgsByZone groups the orgs with spend around q's range by the time zone
+// of their calendar: each zone is one query, its civil range one exact
+// range of instants.
+func (p *Postgres) orgsByZone(ctx context.Context, q Query) (map[string][]string, error) {
+	// Civil times are within a day of UTC everywhere (UTC−12 to UTC+14).
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT org FROM tollgate_ledger WHERE served AND time >= $1 AND time < $2`,
+		q.From.Add(-24*time.Hour), q.To.Add(24*time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("ledger: postgres: %w", err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("ledger: postgres: %w", err)
+	}
+	zones := map[string][]string{}
+	for _, o := range orgs {
+		tz := q.Calendar(o).String()
+		zones[tz] = append(zones[tz], o)
+	}
+	return zones, nil
 }
 
 // Pool returns the ledger's connection pool once its tables exist, for

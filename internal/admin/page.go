@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"html/template"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/config"
 )
 
 // cookieName carries an admin token for the web page (set from ?token=,
@@ -127,11 +129,24 @@ func (a *API) page(c echo.Context) error {
 	if only != "" {
 		d.CSV += "&team=" + only
 	}
+	d.Teams, d.Total = a.teamBars(c.Request().Context(), t, only, byTeam)
+	d.DayBars = dayBars(days, loc)
+	c.Response().Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
+	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
+	c.Response().WriteHeader(http.StatusOK)
+	return pageTmpl.Execute(c.Response(), d)
+}
+
+// teamBars are the month's spend of every team t may see (only one, when
+// only names it) against its monthly dollar ceiling, and their total.
+func (a *API) teamBars(ctx context.Context, t config.AdminToken, only string, byTeam []Row) ([]teamBar, budget.Money) {
 	spent := map[string]budget.Money{}
+	var total budget.Money
 	for _, r := range byTeam {
 		spent[r.Group["org"]+"/"+r.Group["team"]] = r.USDMicros
-		d.Total += r.USDMicros
+		total += r.USDMicros
 	}
+	var bars []teamBar
 	for _, o := range a.cfg.Orgs {
 		for _, tm := range o.Teams {
 			id := o.ID + "/" + tm.ID
@@ -142,7 +157,7 @@ func (a *API) page(c echo.Context) error {
 			limits, _, _ := a.budgets(o.ID, tm.ID, "")
 			for _, b := range limits {
 				if b.Unit == budget.Microdollars && b.Period == budget.Month {
-					if st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{b}); err == nil {
+					if st, err := a.engine.Peek(ctx, []budget.Limit{b}); err == nil {
 						bar.Ceiling = budget.Money(st[0].Capacity)
 					}
 				}
@@ -151,20 +166,23 @@ func (a *API) page(c echo.Context) error {
 				bar.Percent = 100 * float64(bar.Spent) / float64(bar.Ceiling)
 				bar.Length = int(min(bar.Percent, 100) * 3)
 			}
-			d.Teams = append(d.Teams, bar)
+			bars = append(bars, bar)
 		}
 	}
+	return bars, total
+}
+
+// dayBars are the daily chart's bars, scaled to the busiest day.
+func dayBars(days []Row, loc *time.Location) []dayBar {
 	var peak budget.Money = 1
 	for _, r := range days {
 		peak = max(peak, r.USDMicros)
 	}
+	var bars []dayBar
 	for _, r := range days {
 		day, _ := time.ParseInLocation("2006-01-02", r.Group["day"], loc)
 		h := int(140 * float64(r.USDMicros) / float64(peak))
-		d.DayBars = append(d.DayBars, dayBar{X: (day.Day() - 1) * 24, Y: 150 - h, H: h, Day: r.Group["day"], USD: r.USD})
+		bars = append(bars, dayBar{X: (day.Day() - 1) * 24, Y: 150 - h, H: h, Day: r.Group["day"], USD: r.USD})
 	}
-	c.Response().Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
-	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
-	c.Response().WriteHeader(http.StatusOK)
-	return pageTmpl.Execute(c.Response(), d)
+	return bars
 }

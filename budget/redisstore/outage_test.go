@@ -54,10 +54,14 @@ func spentOf(t *testing.T, rdb redis.Cmdable, prefix string, l budget.Limit) (sp
 func replayAll(t *testing.T, sp *redisstore.Spool, s *redisstore.Store) int {
 	t.Helper()
 	total := 0
-	for deadline := time.Now().Add(5 * time.Second); sp.Len() > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testkit.WaitFor(5*time.Second, func() bool {
+		if sp.Len() == 0 {
+			return true
+		}
 		n, _ := sp.Replay(bg, s)
 		total += n
-	}
+		return false
+	})
 	return total
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -150,15 +151,13 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		}
 	}
 	// Settlements land just after the answers: wait for the third entry.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.WaitFor(5*time.Second, func() bool {
 		_, jsonBody := adminCall(t, "GET", reports+"&by=team,model", financeToken, "")
 		if err := json.Unmarshal([]byte(jsonBody), &rep); err != nil {
 			t.Fatalf("report %s (%v)", jsonBody, err)
 		}
-		if len(rep.Rows) == 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(rep.Rows) == 3
+	})
 	if len(rep.Rows) != 3 {
 		t.Fatalf("report rows %+v", rep.Rows)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 const bypassSecret = "0123456789abcdef0123456789abcdef-billing"
@@ -65,14 +66,11 @@ func TestSignedBypass(t *testing.T) {
 		t.Fatalf("bypassed requests must still be charged: spent %d, reported %d", spent, h.reportedCost("test-model"))
 	}
 	// The ledger hears of a settlement after the client has its answer.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testkit.WaitFor(5*time.Second, func() bool {
 		mu.Lock()
-		n := len(entries)
-		mu.Unlock()
-		if n >= 6 {
-			break
-		}
-	}
+		defer mu.Unlock()
+		return len(entries) >= 6
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	byWho := map[string]int{}

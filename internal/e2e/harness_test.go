@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -200,11 +201,10 @@ func (h *harness) client(opts ...option.RequestOption) openai.Client {
 // wait for them (up to 5 s).
 func (h *harness) spent(bucket string) (spent, pending int64) {
 	period := budget.PeriodID(budget.Month, time.Now(), nil)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if spent, pending = h.app.Store().Spent(bucket, period); pending == 0 {
-			break
-		}
-	}
+	testkit.WaitFor(5*time.Second, func() bool {
+		spent, pending = h.app.Store().Spent(bucket, period)
+		return pending == 0
+	})
 	return spent, pending
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -97,12 +98,12 @@ orgs:
 func spentNow(t *testing.T, a *app.App) (int64, int64) {
 	t.Helper()
 	period := budget.PeriodID(budget.Month, time.Now(), nil)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		s, p := a.Store().Spent(teamMonth, period)
-		if p == 0 || time.Now().After(deadline) {
-			return s, p
-		}
-	}
+	var spent, pending int64
+	testkit.WaitFor(5*time.Second, func() bool {
+		spent, pending = a.Store().Spent(teamMonth, period)
+		return pending == 0
+	})
+	return spent, pending
 }
 
 func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {

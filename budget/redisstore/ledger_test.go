@@ -40,14 +40,11 @@ func (s *sink) store(_ context.Context, es []budget.Entry) error {
 
 func (s *sink) wait(t *testing.T, n int) map[string]budget.Entry {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.WaitFor(10*time.Second, func() bool {
 		s.mu.Lock()
-		got := len(s.entries)
-		s.mu.Unlock()
-		if got >= n {
-			break
-		}
-	}
+		defer s.mu.Unlock()
+		return len(s.entries) >= n
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.entries) != n {

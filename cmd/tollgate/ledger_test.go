@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -118,12 +119,13 @@ func TestLedgerReseed(t *testing.T) {
 	}
 	stream := "tg:{acme}:ledger"
 	waitStream := func(want int64) {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if n, _ := rdb.XLen(context.Background(), stream).Result(); n == want {
-				return
-			}
+		var n int64
+		if testkit.WaitFor(10*time.Second, func() bool {
+			n, _ = rdb.XLen(context.Background(), stream).Result()
+			return n == want
+		}) {
+			return
 		}
-		n, _ := rdb.XLen(context.Background(), stream).Result()
 		t.Fatalf("the ledger stream holds %d entries, want %d", n, want)
 	}
 	for i := range 30 {

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -412,12 +413,10 @@ func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
 	}
 	waitRows := func(n int64) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if rows, _ := table(); rows == n {
-				return
-			}
+		var rows int64
+		if testkit.WaitFor(10*time.Second, func() bool { rows, _ = table(); return rows == n }) {
+			return
 		}
-		rows, _ := table()
 		t.Fatalf("the table holds %d rows, want %d", rows, n)
 	}
 	serve(t, cfg, func(url string) {

@@ -91,13 +91,11 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 	var rows, sum, servedRows int64
 	spent, pending := h.redisSpent()
 	conn := db.Conn()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testkit.WaitFor(30*time.Second, func() bool {
 		spent, pending = h.redisSpent()
 		err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(usd_micros), 0), count(*) FILTER (WHERE served) FROM tollgate_ledger`).Scan(&rows, &sum, &servedRows)
-		if err == nil && sum == reported && spent == reported && pending == 0 && servedRows == h.upCalls.Load() {
-			break
-		}
-	}
+		return err == nil && sum == reported && spent == reported && pending == 0 && servedRows == h.upCalls.Load()
+	})
 	if left, _ := h.rdb.XLen(ctx, stream).Result(); left != 0 {
 		t.Errorf("%d entries still in the stream", left)
 	}

@@ -215,9 +215,7 @@ func TestQueueWaitsReleasesAndTimesOut(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
+	if !testkit.WaitFor(5*time.Second, cond) {
+		t.Fatal("condition not reached")
 	}
 }

@@ -94,7 +94,8 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 	testkit.WaitFor(30*time.Second, func() bool {
 		spent, pending = h.redisSpent()
 		err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(usd_micros), 0), count(*) FILTER (WHERE served) FROM tollgate_ledger`).Scan(&rows, &sum, &servedRows)
-		return err == nil && sum == reported && spent == reported && pending == 0 && servedRows == h.upCalls.Load()
+		left, lerr := h.rdb.XLen(ctx, stream).Result()
+		return err == nil && lerr == nil && left == 0 && sum == reported && spent == reported && pending == 0 && servedRows == h.upCalls.Load()
 	})
 	if left, _ := h.rdb.XLen(ctx, stream).Result(); left != 0 {
 		t.Errorf("%d entries still in the stream", left)

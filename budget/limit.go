@@ -21,6 +21,12 @@ const (
 	// Concurrency bounds requests in flight; each takes one slot until it
 	// settles or its lease expires.
 	Concurrency
+	// Meter counts what requests spend per calendar Period and never
+	// refuses: it has no amount. It is charged at settlement (or when the
+	// sweeper charges an expired reservation), never at reservation, so a
+	// store need not read it when reserving. Peek reports its count as
+	// Status.Spent.
+	Meter
 )
 
 func (k Kind) String() string {
@@ -31,6 +37,8 @@ func (k Kind) String() string {
 		return "budget"
 	case Concurrency:
 		return "concurrency"
+	case Meter:
+		return "meter"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -135,7 +143,8 @@ type Limit struct {
 	Burst int64
 	// Window is the Rate refill window (e.g. one minute).
 	Window time.Duration
-	// Period and Location define a Ceiling's calendar (nil Location = UTC).
+	// Period and Location define a Ceiling's or a Meter's calendar (nil
+	// Location = UTC).
 	Period Period
 	// Algorithm is how a Rate limit counts (token bucket by default).
 	Algorithm Algorithm
@@ -148,11 +157,6 @@ type Limit struct {
 	// large for what the ceiling has left to the largest output cap that
 	// fits, if at least ClampMin output tokens do; 0 refuses it.
 	ClampMin int64
-	// Meter makes a shadow budget a spend counter: it is charged what a
-	// request spends and never checked, so a store may skip it when
-	// reserving and only count it when settling (or when the sweeper
-	// charges the reservation). Reads (Peek) see its settled spend.
-	Meter bool
 	// Location is only read at reservation time, to find the period; it is
 	// not kept with an open reservation.
 	Location *time.Location `json:"-"`
@@ -197,8 +201,9 @@ func (l *Limit) Validate() error {
 		if l.Period != Day && l.Period != Month {
 			return fmt.Errorf("budget: budget %s: unknown period %v", l.Bucket, l.Period)
 		}
-		if l.Meter && !l.Shadow {
-			return fmt.Errorf("budget: meter %s must be a shadow budget: it never refuses", l.Bucket)
+	case Meter:
+		if l.Period != Day && l.Period != Month {
+			return fmt.Errorf("budget: meter %s: unknown period %v", l.Bucket, l.Period)
 		}
 	case Concurrency:
 		if l.Unit != Requests {

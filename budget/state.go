@@ -86,8 +86,10 @@ type Status struct {
 	// Held is what a Ceiling's reservations in flight hold (this one's
 	// included, when allowed): Capacity - Remaining - Held is its settled
 	// spend.
-	Held       int64
-	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's period ends
+	Held int64
+	// Spent is a Ceiling's or a Meter's settled spend in its period.
+	Spent      int64
+	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's or Meter's period ends
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -137,6 +139,9 @@ func read(st State, d *Debit) Counters {
 		spent, pending := st.CeilingUse(l.Bucket, d.Period)
 		o, ok := st.CeilingOverride(l.Bucket, d.at)
 		return Counters{Spent: spent, Pending: pending, Override: o, HasOverride: ok}
+	case Meter:
+		spent, _ := st.CeilingUse(l.Bucket, d.Period)
+		return Counters{Spent: spent}
 	case Concurrency:
 		return Counters{InFlight: st.InFlight(l.Bucket)}
 	}
@@ -180,7 +185,7 @@ func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.
 		used := c.Spent + c.Pending
 		reset := PeriodEnd(l.Period, now, l.Location).Sub(now)
 		if d.Amount > ceiling-used {
-			st := Status{Capacity: ceiling, Remaining: max(0, ceiling-used), Held: c.Pending, ResetAfter: reset}
+			st := Status{Capacity: ceiling, Remaining: max(0, ceiling-used), Held: c.Pending, Spent: c.Spent, ResetAfter: reset}
 			switch {
 			case c.Spent >= ceiling:
 				return false, st, reset, ErrExhausted
@@ -189,7 +194,9 @@ func decide(d *Debit, c Counters, now time.Time) (ok bool, s Status, retry time.
 			}
 			return false, st, HeldRetry, ErrHeld
 		}
-		return true, Status{Capacity: ceiling, Remaining: ceiling - used - d.Amount, Held: c.Pending + d.Amount, ResetAfter: reset}, 0, nil
+		return true, Status{Capacity: ceiling, Remaining: ceiling - used - d.Amount, Held: c.Pending + d.Amount, Spent: c.Spent, ResetAfter: reset}, 0, nil
+	case Meter:
+		return true, Status{Spent: c.Spent, ResetAfter: PeriodEnd(l.Period, now, l.Location).Sub(now)}, 0, nil
 	case Concurrency:
 		n := c.InFlight
 		if n+d.Amount > l.Amount {
@@ -216,7 +223,7 @@ func SetPeriods(debits []Debit, now time.Time) {
 		d := &debits[i]
 		d.at = micros(now)
 		switch {
-		case d.Limit.Kind == Ceiling:
+		case d.Limit.Kind == Ceiling || d.Limit.Kind == Meter:
 			d.Period = PeriodID(d.Limit.Period, now, d.Limit.Location)
 		case d.Limit.windowed():
 			idx, _, _ := windowOf(&d.Limit, now)
@@ -241,8 +248,8 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 		res.Status[i] = s
 		switch {
 		case ok:
-			if !res.Allowed || d.Limit.Shadow {
-				continue // a shadow limit never decides
+			if !res.Allowed || d.Limit.Shadow || d.Limit.Kind == Meter {
+				continue // a shadow limit or a meter never decides
 			}
 			if f := fraction(s); f < tightest {
 				tightest, res.Decider = f, i
@@ -325,13 +332,13 @@ func take(st State, d *Debit, id string, now time.Time) {
 		st.SetCeilingUse(l.Bucket, d.Period, spent, pending+d.Amount)
 	case Concurrency:
 		st.SetInFlight(l.Bucket, st.InFlight(l.Bucket)+d.Amount)
-	}
+	} // a Meter takes nothing until settlement
 }
 
 // SettleDebits resolves a reservation: each Ceiling moves the reserved amount
 // from pending to the actual amount spent (in the period it was reserved in);
 // each Rate bucket gets the difference refunded or charged (possibly into
-// debt); each Concurrency slot is freed.
+// debt); each Meter counts the actual amount; each Concurrency slot is freed.
 func SettleDebits(st State, id string, debits []Debit, actual Amounts, now time.Time) error {
 	if err := actual.Validate(); err != nil {
 		return err
@@ -366,6 +373,9 @@ func SettleDebits(st State, id string, debits []Debit, actual Amounts, now time.
 		case Ceiling:
 			spent, pending := st.CeilingUse(l.Bucket, d.Period)
 			st.SetCeilingUse(l.Bucket, d.Period, spent+a, max(0, pending-d.Amount))
+		case Meter:
+			spent, pending := st.CeilingUse(l.Bucket, d.Period)
+			st.SetCeilingUse(l.Bucket, d.Period, spent+a, pending)
 		case Concurrency:
 			st.SetInFlight(l.Bucket, max(0, st.InFlight(l.Bucket)-d.Amount))
 		}
@@ -398,7 +408,7 @@ func CorrectSwept(st State, id string, debits []Debit, actual Amounts) error {
 					break
 				}
 			}
-		case l.Kind == Ceiling || l.windowed():
+		case l.Kind == Ceiling || l.Kind == Meter || l.windowed():
 			spent, pending := st.CeilingUse(l.Bucket, d.Period)
 			st.SetCeilingUse(l.Bucket, d.Period, max(0, spent+a-d.Amount), pending)
 		}

@@ -15,7 +15,7 @@ type Charge struct {
 	Amount int64
 }
 
-// Charges maps ledger entries back to the budgets (Ceiling limits) the
+// Charges maps ledger entries back to the budgets and meters the
 // request path charged them to, with the buckets, units, plans, time zones,
 // key_by and shards of the config it was built from: what rebuilding
 // counters from the ledger needs.
@@ -71,7 +71,7 @@ func (ch *Charges) Of(e budget.Entry) (charges []Charge, skipped []string) {
 	amounts := budget.Amounts{Tokens: tokens, Requests: requests, Cost: e.Cost}
 	k := RequestKey{User: e.User, Model: e.Model, Route: e.Route, ID: e.RequestID}
 	for _, pl := range p.policyLimits(k) {
-		if pl.limit.Kind != budget.Ceiling {
+		if pl.limit.Kind != budget.Ceiling && pl.limit.Kind != budget.Meter {
 			continue
 		}
 		if slices.Contains(pl.keyBy, "ip") {

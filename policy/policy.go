@@ -137,25 +137,19 @@ func (p *Principal) policyLimits(k RequestKey) []policyLimit {
 }
 
 // Spend meters: every request is also charged, in µ$, to its key × model
-// counter for the day and the month on the org's calendar, so the store
-// holds current spend per period × org × team × key × model whatever
-// budgets are configured. They are meters (shadow budgets far above any
-// real spend: never refusing, never advertised, never alerting) that the
-// Redis store skips when reserving and counts in the settle script that
-// charges the budgets.
-const (
-	meterPrefix = "spend:"
-	// meterAmount bounds a meter (about $1.1 billion a period), low enough
-	// that the scripts' double arithmetic stays exact.
-	meterAmount = 1 << 50
-)
+// meter (budget.Meter) for the day and the month on the org's calendar, so
+// the store holds current spend per period × org × team × key × model
+// whatever budgets are configured. A meter never refuses, is never
+// advertised and never alerts; it is counted in the same atomic step that
+// settles the request's budgets.
+const meterPrefix = "spend:"
 
 // Meters are the key's spend meters for model.
 func (p *Principal) Meters(model string) []budget.Limit {
 	path := bucketPath(p.Org, p.Team, p.Key, model)
 	mk := func(period budget.Period, name string) budget.Limit {
 		return budget.Limit{Bucket: meterPrefix + path + ":" + name, Name: name, Partition: p.Org, Scope: budget.ScopeKey,
-			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: meterAmount, Period: period, Location: p.loc, Shadow: true, Meter: true}
+			Kind: budget.Meter, Unit: budget.Microdollars, Period: period, Location: p.loc}
 	}
 	return []budget.Limit{mk(budget.Day, "spend-day"), mk(budget.Month, "spend-month")}
 }

@@ -144,7 +144,7 @@ func BenchmarkReserveSettleMeters(b *testing.B) {
 	limits := requestLimits()
 	for _, p := range []budget.Period{budget.Day, budget.Month} {
 		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
-			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
+			Kind: budget.Meter, Unit: budget.Microdollars, Period: p})
 	}
 	benchPairs(b, limits, nil)
 }
@@ -183,7 +183,7 @@ func redisCostOf(b *testing.B, leases *redisstore.LeaseOptions) {
 	limits := requestLimits()
 	for _, p := range []budget.Period{budget.Day, budget.Month} {
 		limits = append(limits, budget.Limit{Bucket: "spend:acme/ml/k/m:" + p.String(), Name: "spend", Partition: "acme", Scope: budget.ScopeKey,
-			Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: p, Shadow: true, Meter: true})
+			Kind: budget.Meter, Unit: budget.Microdollars, Period: p})
 	}
 	pair := func() {
 		r, _, err := e.ReserveFor(bg, limits, budget.Amounts{Tokens: 10, Requests: 1, Cost: 10}, benchEntry())

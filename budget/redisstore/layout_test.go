@@ -20,8 +20,8 @@ func everyKind() []budget.Limit {
 	}
 	ceiling := mk("team:acme/ml:usd-month", budget.Ceiling, budget.Microdollars, 1<<50)
 	ceiling.Period = budget.Month
-	meter := mk("spend:acme/ml/k/m:day", budget.Ceiling, budget.Microdollars, 1<<50)
-	meter.Period, meter.Shadow, meter.Meter = budget.Day, true, true
+	meter := mk("spend:acme/ml/k/m:day", budget.Meter, budget.Microdollars, 0)
+	meter.Period = budget.Day
 	out := []budget.Limit{ceiling, meter}
 	for _, alg := range []budget.Algorithm{budget.TokenBucket, budget.FixedWindow, budget.SlidingWindow, budget.SlidingLog} {
 		l := mk("key:acme/k:rpm-"+alg.String(), budget.Rate, budget.Requests, 10_000)

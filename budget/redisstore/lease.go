@@ -178,7 +178,7 @@ func newLeaser(s *Store, o LeaseOptions) *leaser {
 func leasable(d *budget.Debit) (kind string, ok bool) {
 	l := &d.Limit
 	switch {
-	case l.Kind == budget.Ceiling && l.Meter:
+	case l.Kind == budget.Meter:
 		return kMeter, true
 	case l.Shadow:
 		return "", false

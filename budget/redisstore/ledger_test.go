@@ -193,7 +193,7 @@ func TestMeterKeyLifetime(t *testing.T) {
 	s := redisstore.New(rdb, redisstore.Options{})
 	e := budget.NewEngine(s, time.Minute)
 	meter := budget.Limit{Bucket: "spend:acme/ml/k/m:spend-day", Name: "spend-day", Partition: "acme", Scope: budget.ScopeKey,
-		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: 1 << 50, Period: budget.Day, Shadow: true, Meter: true}
+		Kind: budget.Meter, Unit: budget.Microdollars, Period: budget.Day}
 	r, _, err := e.Reserve(bg, []budget.Limit{meter}, budget.Amounts{Cost: 500})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 -- KEYS[1]: the partition's meta hash (run-time ceilings); KEYS[1+i]: one
 -- bucket per limit.
 -- ARGV[1] now µs or "" for Redis TIME, then a kind (K_RATE, K_CEILING,
--- K_LOG, K_CONCURRENCY: kinds.lua) and a bucket name (for K_LOG the window
+-- K_METER, K_LOG, K_CONCURRENCY: kinds.lua) and a bucket name (for K_LOG the window
 -- µs) per limit. Returns {now, then 5 values per limit: tat, spent,
 -- pending, in-flight, run-time ceiling (-1: none)}.
 local n = #KEYS - 1
@@ -32,6 +32,8 @@ for i = 1, n do
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
     local o = fieldOf[i] and override(meta[fieldOf[i]], now)
     if o then ovr = o end
+  elseif k == K_METER then
+    spent = tonumber(redis.call("HGET", key, "spent") or "0")
   elseif k == K_LOG then
     local w = tonumber(ARGV[1 + n + i])
     local live = redis.call("ZRANGEBYSCORE", key, string.format("(%.0f", now - w), "+inf")

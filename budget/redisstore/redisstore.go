@@ -256,7 +256,7 @@ func (s *Store) bucketKey(tag string, d *budget.Debit) string {
 			return tag + "w:" + d.Limit.Bucket + ":" + d.Period
 		}
 		return tag + "r:" + d.Limit.Bucket
-	case budget.Ceiling:
+	case budget.Ceiling, budget.Meter:
 		return tag + "c:" + d.Limit.Bucket + ":" + d.Period
 	}
 	return tag + "n:" + d.Limit.Bucket

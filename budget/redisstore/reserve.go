@@ -168,10 +168,10 @@ func (s *Store) debitArg(tag string, d *budget.Debit, now time.Time) (debitArg, 
 			return a, err
 		}
 		a.kind, a.amount, a.capacity = kRate, cost, tol
-	case l.Kind == budget.Ceiling:
+	case l.Kind == budget.Ceiling || l.Kind == budget.Meter:
 		a.kind, a.name, a.keep = kCeiling, l.Bucket, ceilingRetention(l.Period)
 		a.start, a.end = budget.PeriodStart(l.Period, now, l.Location).UnixMicro(), budget.PeriodEnd(l.Period, now, l.Location).UnixMicro()
-		if l.Meter {
+		if l.Kind == budget.Meter {
 			a.kind = kMeter // charged at settlement, never read here
 		}
 	case l.Kind == budget.Concurrency:

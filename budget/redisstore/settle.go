@@ -220,7 +220,7 @@ func (s *Store) settleCall(id string, debits []budget.Debit, mine bool, actual b
 				return nil, err
 			}
 			call.Actual[i] = used - reserved
-		case d.Limit.Kind == budget.Ceiling:
+		case d.Limit.Kind == budget.Ceiling, d.Limit.Kind == budget.Meter:
 			call.Actual[i] = a
 		}
 	}
@@ -306,6 +306,8 @@ func kindArg(k budget.Kind) string {
 		return kRate // peek reads a window as a token bucket too: its token state is empty
 	case budget.Ceiling:
 		return kCeiling
+	case budget.Meter:
+		return kMeter
 	}
 	return kConcurrency
 }

@@ -15,15 +15,15 @@ import (
 
 func meters(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
-	meter := usdMonth("meter", 1<<50)
-	meter.Shadow, meter.Meter = true, true
+	meter := usdMonth("meter", 0)
+	meter.Kind = budget.Meter
 	spent := func() int64 {
 		t.Helper()
 		st, err := s.Peek(ctx, []budget.Limit{meter})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st[0].Capacity - st[0].Remaining
+		return st[0].Spent
 	}
 	mustReserve(t, s, "a", usd(3*budget.Dollar), team, meter)
 	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.Settled)

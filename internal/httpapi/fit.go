@@ -36,7 +36,7 @@ func (cl *call) fit(res budget.Result) int64 {
 			return false
 		}
 		for i, l := range cl.limits {
-			if l.Shadow {
+			if l.Shadow || l.Kind == budget.Meter {
 				continue
 			}
 			need := a.Of(l.Unit)

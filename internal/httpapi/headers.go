@@ -30,7 +30,7 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	tightest := -1
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
-		if l.Shadow {
+		if l.Shadow || l.Kind == budget.Meter {
 			continue // not enforced: nothing for the client to pace by
 		}
 		if len(policy) > 0 {

@@ -34,7 +34,7 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	user := c.Request().Header.Get(settingsOf(c).userHeader)
 	var limits []budget.Limit
 	for _, l := range p.Limits(policy.RequestKey{User: user, Route: "/v1/chat/completions"}) {
-		if !l.Shadow {
+		if !l.Shadow && l.Kind != budget.Meter {
 			limits = append(limits, l)
 		}
 	}
@@ -80,7 +80,7 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	for i, m := range models {
 		day, month := st[2*i], st[2*i+1]
 		v := spendView{Model: m, Day: budget.PeriodID(budget.Day, now, p.Location()), Month: budget.PeriodID(budget.Month, now, p.Location()),
-			DayMicros: day.Capacity - day.Remaining, MonthMicros: month.Capacity - month.Remaining}
+			DayMicros: day.Spent, MonthMicros: month.Spent}
 		if v.MonthMicros == 0 {
 			continue
 		}

@@ -217,6 +217,43 @@ func (e *Engine) SetCeiling(ctx context.Context, l Limit, amount int64, until ti
 	return nil
 }
 
+// Claim takes name in partition for ttl, for every instance sharing the
+// store: true if this call took it (Claims.Claim).
+func (e *Engine) Claim(ctx context.Context, partition, name string, ttl time.Duration) (bool, error) {
+	if ttl <= 0 {
+		return false, fmt.Errorf("budget: claim %s: ttl %s", name, ttl)
+	}
+	ok, err := e.store.Claim(ctx, partition, name, ttl)
+	if err != nil {
+		return false, fmt.Errorf("claiming %s: %w", name, err)
+	}
+	return ok, nil
+}
+
+// Unclaim gives claims back (Claims.Unclaim).
+func (e *Engine) Unclaim(ctx context.Context, partition string, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if err := e.store.Unclaim(ctx, partition, names...); err != nil {
+		return fmt.Errorf("releasing claims: %w", err)
+	}
+	return nil
+}
+
+// Count adds n to a counter that lives for window from its first count
+// and returns its total and time left (Claims.Count); n = 0 reads it.
+func (e *Engine) Count(ctx context.Context, partition, name string, n int64, window time.Duration) (int64, time.Duration, error) {
+	if n < 0 || window <= 0 {
+		return 0, 0, fmt.Errorf("budget: counter %s: n %d, window %s", name, n, window)
+	}
+	total, left, err := e.store.Count(ctx, partition, name, n, window)
+	if err != nil {
+		return 0, 0, fmt.Errorf("counting %s: %w", name, err)
+	}
+	return total, left, nil
+}
+
 // Peek reports what is left in limits without changing them.
 func (e *Engine) Peek(ctx context.Context, limits []Limit) ([]Status, error) {
 	return e.store.Peek(ctx, limits)

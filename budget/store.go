@@ -57,10 +57,32 @@ type Admin interface {
 	RaiseSpent(ctx context.Context, l Limit, spent int64) (was int64, err error)
 }
 
-// Backend is a store with its admin side, what an Engine runs on.
+// Claims are the store's one-shot claims and plain counters, kept beside
+// the budgets and seen alike by every instance sharing the store: a
+// bypass nonce is spent once, a budget's threshold alert fires once a
+// period, an address's failed authentications are counted per window.
+// They are not limits: nothing is reserved or settled, and no request's
+// reservation reads them. Names are the caller's; a store keeps each
+// partition's apart, as it does budgets.
+type Claims interface {
+	// Claim takes name for ttl and reports whether this call took it:
+	// true for the first caller, false for every other until it lapses or
+	// is given back (Unclaim).
+	Claim(ctx context.Context, partition, name string, ttl time.Duration) (bool, error)
+	// Unclaim gives names back, so that each can be claimed again.
+	Unclaim(ctx context.Context, partition string, names ...string) error
+	// Count adds n (≥ 0) to counter name and returns its total and how
+	// long until it lapses: a counter lives for window from its first
+	// count, then starts again from zero. n = 0 only reads it.
+	Count(ctx context.Context, partition, name string, n int64, window time.Duration) (total int64, left time.Duration, err error)
+}
+
+// Backend is a store with its admin side and its claims: what an Engine
+// runs on.
 type Backend interface {
 	Store
 	Admin
+	Claims
 }
 
 // Reservation is an open claim on budgets: the upper bound of one request.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
 )
@@ -11,18 +12,23 @@ func AlertID(l budget.Limit, period string, threshold int64) string {
 	return l.Bucket + "|" + period + "|" + strconv.FormatInt(threshold, 10)
 }
 
-// AlertClaim is the one-unit budget in the store an alert is claimed from.
-func AlertClaim(l budget.Limit, id string) budget.Limit {
-	return budget.Limit{Bucket: "alert:" + id, Name: "alert", Partition: l.Partition, Scope: l.Scope, Kind: budget.Ceiling,
-		Unit: budget.Requests, Amount: 1, Period: l.Period, Location: l.Location}
+// AlertClaim is the claim (budget.Claims, in l's partition) the instance
+// that sends alert id takes first: the alert goes out once, whichever
+// instance sees the threshold crossed.
+func AlertClaim(id string) string { return "alert:" + id }
+
+// AlertClaimTTL is how long an alert's claim must stand at now: until
+// budget l's period ends, and a day more for clocks that disagree.
+func AlertClaimTTL(l budget.Limit, now time.Time) time.Duration {
+	return budget.PeriodEnd(l.Period, now, l.Location).Sub(now) + 24*time.Hour
 }
 
-// AlertClaims are the store's claims of budget l's thresholds in period:
-// resetting the period resets them too, so its alerts fire again.
-func AlertClaims(l budget.Limit, period string, thresholds []int64) []budget.Limit {
-	out := make([]budget.Limit, len(thresholds))
+// AlertClaims are the claims of budget l's thresholds in period: resetting
+// the period gives them back, so its alerts fire again.
+func AlertClaims(l budget.Limit, period string, thresholds []int64) []string {
+	out := make([]string, len(thresholds))
 	for i, th := range thresholds {
-		out[i] = AlertClaim(l, AlertID(l, period, th))
+		out[i] = AlertClaim(AlertID(l, period, th))
 	}
 	return out
 }

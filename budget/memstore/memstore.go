@@ -63,6 +63,8 @@ type state struct {
 	override map[string]int64               // run-time ceiling overrides by bucket
 	until    map[string]int64               // their expiries (unix µs), if they have one
 	logs     map[string]map[string][2]int64 // sliding logs: bucket → reservation id → (at µs, amount)
+	claims   map[string]int64               // claims (partition/name) → until (unix µs)
+	counts   map[string]counter             // counters (partition/name)
 }
 
 func newState() state {
@@ -75,6 +77,8 @@ func newState() state {
 		override: map[string]int64{},
 		until:    map[string]int64{},
 		logs:     map[string]map[string][2]int64{},
+		claims:   map[string]int64{},
+		counts:   map[string]counter{},
 	}
 }
 
@@ -292,6 +296,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			delete(s.state.rates, b) // a full bucket reads the same as a missing one
 		}
 	}
+	s.forgetLapsed(nowUs)
 	for k := range s.state.ceilings {
 		if budget.WindowExpired(k.Period, now) {
 			delete(s.state.ceilings, k) // a rate window no longer read

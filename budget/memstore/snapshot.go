@@ -29,6 +29,8 @@ type snapshotFile struct {
 	Override map[string]int64               `json:"ceiling_overrides,omitempty"`
 	Until    map[string]int64               `json:"ceiling_override_expiries,omitempty"`
 	Logs     map[string]map[string][2]int64 `json:"sliding_logs,omitempty"`
+	Claims   map[string]int64               `json:"claims,omitempty"`
+	Counts   map[string]counter             `json:"counters,omitempty"`
 }
 
 type snapshotCeiling struct {
@@ -56,6 +58,8 @@ func (s *Store) Snapshot() error {
 		Override: s.state.override,
 		Until:    s.state.until,
 		Logs:     s.state.logs,
+		Claims:   s.state.claims,
+		Counts:   s.state.counts,
 	}
 	for k, u := range s.state.ceilings {
 		f.Ceilings = append(f.Ceilings, snapshotCeiling{k.Bucket, k.Period, u.Spent, u.Pending})
@@ -109,6 +113,12 @@ func (s *Store) load() error {
 	}
 	for k, v := range f.Logs {
 		st.logs[k] = v
+	}
+	for k, v := range f.Claims {
+		st.claims[k] = v
+	}
+	for k, v := range f.Counts {
+		st.counts[k] = v
 	}
 	for _, c := range f.Ceilings {
 		st.ceilings[ceilingKey{c.Bucket, c.Period}] = ceilingUse{c.Spent, c.Pending}

@@ -63,6 +63,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"a sliding window keeps within its documented error", slidingWindowError},
 		{"a sliding log is exact", slidingLogExact},
 		{"a reservation across a partition and a shard is all or nothing", sharded},
+		{"a claim is taken once until it lapses or is given back", claims},
+		{"a counter counts within its window and starts again after it", counters},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -40,7 +40,7 @@ type API struct {
 	// guard locks out addresses that fail authentication too often (the
 	// same count as the gateway's API keys); nil: no lockout.
 	guard   *authguard.Guard
-	fails   budget.Limit
+	fails   authguard.Policy
 	trusted []netip.Prefix
 }
 
@@ -48,7 +48,7 @@ type API struct {
 // (config auth_failures), counted with the gateway's failures from them.
 func (a *API) WithGuard(g *authguard.Guard) *API {
 	a.guard = g
-	a.fails = authguard.Limit(a.cfg.AuthFailures.Limit, a.cfg.AuthFailures.Window)
+	a.fails = authguard.Policy{Failures: a.cfg.AuthFailures.Limit, Window: a.cfg.AuthFailures.Window}
 	for _, p := range a.cfg.TrustedProxies {
 		a.trusted = append(a.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}

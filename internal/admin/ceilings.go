@@ -118,10 +118,8 @@ func (a *API) resetPeriod(c echo.Context) error {
 		return err
 	}
 	// The period's alerts fire again as spend climbs back.
-	for _, claim := range policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds) {
-		if _, _, err := a.engine.ResetSpent(c.Request().Context(), claim); err != nil {
-			return err
-		}
+	if err := a.engine.Unclaim(c.Request().Context(), l.Partition, policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds)...); err != nil {
+		return err
 	}
 	if err := a.record(c.Request().Context(), auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
 		Old: was, New: 0}); err != nil {

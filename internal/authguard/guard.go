@@ -1,7 +1,8 @@
 // Package authguard locks out client addresses that fail authentication
 // too often, for the gateway's API keys and the admin API's tokens alike.
-// The count of failures per address lives in the budget store (one fixed
-// window per address), so every instance sees the same count; each
+// The count of failures per address is a counter in the budget store
+// (budget.Claims: one window per address, from its first failure), so
+// every instance sees the same count; each
 // instance keeps what it last read for Fresh, so an allowed request does
 // not cost a store round trip.
 //
@@ -10,7 +11,6 @@ package authguard
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -43,24 +43,28 @@ func New(engine *budget.Engine) *Guard {
 	return &Guard{engine: engine, seen: map[string]state{}}
 }
 
-// Limit is the failure limit of one address: limit failures a window.
-// An Amount of 0 turns the guard off.
-func Limit(limit int64, window time.Duration) budget.Limit {
-	return budget.Limit{Name: "auth-failures", Partition: "_auth", Scope: budget.ScopeKey, Kind: budget.Rate,
-		Unit: budget.Requests, Amount: limit, Window: window, Algorithm: budget.FixedWindow}
+// Name is the guard's name in metrics and logs.
+const Name = "auth-failures"
+
+// partition keeps the counters apart from every org's budgets.
+const partition = "_auth"
+
+// Policy is how many failed authentications an address may make in a
+// window before it is locked out until the window ends. Failures 0 turns
+// the guard off.
+type Policy struct {
+	Failures int64
+	Window   time.Duration
 }
 
-func bucket(l budget.Limit, ip string) budget.Limit {
-	l.Bucket = "authfail:" + ip
-	return l
-}
+func counter(ip string) string { return "authfail:" + ip }
 
-// Locked reports whether ip is locked out under l, and for how long. It
+// Locked reports whether ip is locked out under p, and for how long. It
 // asks the store at most once per Fresh per address; if the store cannot
 // answer, the address is not locked (the request meets the store again on
 // its way and fails closed there).
-func (g *Guard) Locked(ctx context.Context, l budget.Limit, ip string, now time.Time) (time.Duration, bool) {
-	if l.Amount <= 0 {
+func (g *Guard) Locked(ctx context.Context, p Policy, ip string, now time.Time) (time.Duration, bool) {
+	if p.Failures <= 0 {
 		return 0, false
 	}
 	g.mu.Lock()
@@ -69,33 +73,32 @@ func (g *Guard) Locked(ctx context.Context, l budget.Limit, ip string, now time.
 	if ok && now.Sub(st.read) < Fresh {
 		return st.until.Sub(now), st.until.After(now)
 	}
-	peek, err := g.engine.Peek(ctx, []budget.Limit{bucket(l, ip)})
-	if err != nil || len(peek) != 1 {
+	n, left, err := g.engine.Count(ctx, partition, counter(ip), 0, p.Window)
+	if err != nil {
 		return 0, false
 	}
 	st = state{read: now}
-	if peek[0].Remaining <= 0 {
-		st.until = now.Add(max(peek[0].ResetAfter, time.Second))
+	if n >= p.Failures {
+		st.until = now.Add(max(left, time.Second))
 	}
 	g.remember(ip, st)
 	return st.until.Sub(now), st.until.After(now)
 }
 
-// Failed counts one failed authentication from ip; past the limit the
-// address is locked out, and the wait is returned.
-func (g *Guard) Failed(ctx context.Context, l budget.Limit, ip string, now time.Time) (time.Duration, bool) {
-	if l.Amount <= 0 {
+// Failed counts one failed authentication from ip; past the policy's
+// failures the address is locked out, and the wait is returned.
+func (g *Guard) Failed(ctx context.Context, p Policy, ip string, now time.Time) (time.Duration, bool) {
+	if p.Failures <= 0 {
 		return 0, false
 	}
-	r, _, err := g.engine.Reserve(ctx, []budget.Limit{bucket(l, ip)}, budget.Amounts{Requests: 1})
-	var refused *budget.RefusedError
+	n, left, err := g.engine.Count(ctx, partition, counter(ip), 1, p.Window)
 	switch {
-	case errors.As(err, &refused):
-		wait := max(refused.RetryAfter(), time.Second)
+	case err != nil:
+	case n > p.Failures:
+		wait := max(left, time.Second)
 		g.remember(ip, state{read: now, until: now.Add(wait)})
 		return wait, true
-	case err == nil:
-		_, _ = g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
+	default:
 		g.mu.Lock()
 		delete(g.seen, ip) // the count moved: read it again next time
 		g.mu.Unlock()

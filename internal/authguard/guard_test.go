@@ -17,7 +17,7 @@ func TestGuardLocksAfterTheLimit(t *testing.T) {
 	}
 	engine := budget.NewEngine(store, 0)
 	ctx := context.Background()
-	l := authguard.Limit(3, time.Minute)
+	l := authguard.Policy{Failures: 3, Window: time.Minute}
 	now := time.Now()
 	for i := range 3 {
 		if _, locked := authguard.New(engine).Locked(ctx, l, "198.51.100.1", now); locked {
@@ -39,7 +39,7 @@ func TestGuardLocksAfterTheLimit(t *testing.T) {
 	if _, locked := other.Failed(ctx, l, "198.51.100.1", now); !locked {
 		t.Fatal("a failure past the limit is not refused")
 	}
-	if _, locked := authguard.New(engine).Locked(ctx, authguard.Limit(0, time.Minute), "198.51.100.1", now); locked {
+	if _, locked := authguard.New(engine).Locked(ctx, authguard.Policy{Window: time.Minute}, "198.51.100.1", now); locked {
 		t.Fatal("a limit of 0 is off, yet locks")
 	}
 }

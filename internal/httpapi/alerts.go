@@ -161,22 +161,17 @@ func amount(l budget.Limit, v int64) string {
 	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
 }
 
-// take claims an alert for this instance: a one-unit budget in the store
-// that lives for the period; every other instance is refused.
+// take claims an alert for this instance: a claim in the store that
+// stands for the period; every other instance is refused it.
 func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {
-	once := policy.AlertClaim(l, id)
-	r, _, err := a.g.engine.Reserve(context.WithoutCancel(ctx), []budget.Limit{once}, budget.Amounts{Requests: 1})
+	took, err := a.g.engine.Claim(context.WithoutCancel(ctx), l.Partition, policy.AlertClaim(id), policy.AlertClaimTTL(l, time.Now()))
 	if err != nil {
-		var refused *budget.RefusedError
-		if !errors.As(err, &refused) {
-			a.mu.Lock()
-			delete(a.fired, id) // the store did not answer: try again next time
-			a.mu.Unlock()
-		}
+		a.mu.Lock()
+		delete(a.fired, id) // the store did not answer: try again next time
+		a.mu.Unlock()
 		return false
 	}
-	_, _ = a.g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
-	return true
+	return took
 }
 
 // send posts the alert to every webhook, retrying each up to five times

@@ -57,8 +57,8 @@ func mac(secret []byte, method, target string, body []byte, ts, nonce string) []
 
 // verify checks a signature header against the request and returns the id
 // of the secret that signed it. The nonce is then spent through the budget
-// store (a one-shot bucket that lives past the window), so a replay to any
-// instance fails.
+// store (a claim that stands past the window), so a replay to any instance
+// fails.
 func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, target string, body []byte, now time.Time) (string, error) {
 	var ts, nonce, sig string
 	for _, part := range strings.Split(header, ",") {
@@ -92,17 +92,13 @@ func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, t
 	if id == "" {
 		return "", errBadSignature
 	}
-	once := budget.Limit{Bucket: "nonce:" + id + ":" + nonce, Name: "bypass-nonce", Partition: "_bypass", Scope: budget.ScopeKey,
-		Kind: budget.Rate, Unit: budget.Requests, Amount: 1, Window: 3 * b.window}
-	r, _, err := g.engine.Reserve(ctx, []budget.Limit{once}, budget.Amounts{Requests: 1})
+	fresh, err := g.engine.Claim(ctx, "_bypass", "nonce:"+id+":"+nonce, 3*b.window)
 	if err != nil {
-		var refused *budget.RefusedError
-		if errors.As(err, &refused) {
-			return "", errBadSignature // replayed
-		}
 		return "", err
 	}
-	_, _ = g.engine.Settle(context.WithoutCancel(ctx), r, budget.Amounts{Requests: 1})
+	if !fresh {
+		return "", errBadSignature // replayed
+	}
 	return id, nil
 }
 

@@ -78,7 +78,7 @@ type settings struct {
 	// trusted proxies, for client IPs; authFail is the per-IP limit on
 	// failed authentications (Amount 0: off).
 	trusted    []netip.Prefix
-	authFail   budget.Limit
+	authFail   authguard.Policy
 	bypass     *bypass
 	routeCosts map[string]int64
 	// fixed are the parts a reload cannot change (the store, the listener,
@@ -262,7 +262,7 @@ func (g *Gateway) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		// A locked-out address is refused whatever it sends, the right
 		// key included: guessing stops, not merely slows.
 		if wait, locked := g.guard.Locked(c.Request().Context(), st.authFail, authguard.ClientIP(c.Request(), st.trusted), time.Now()); locked {
-			g.metrics.Refusals.WithLabelValues("auth_failures", "ip", st.authFail.Name, "").Inc()
+			g.metrics.Refusals.WithLabelValues("auth_failures", "ip", authguard.Name, "").Inc()
 			return &authThrottled{retryAfter: wait}
 		}
 		if key == "" {
@@ -290,7 +290,7 @@ func (g *Gateway) authFailed(c echo.Context, st *settings, err error) error {
 	g.metrics.Refusals.WithLabelValues("unauthorized", "", "", "").Inc()
 	ip := authguard.ClientIP(c.Request(), st.trusted)
 	if wait, locked := g.guard.Failed(c.Request().Context(), st.authFail, ip, time.Now()); locked {
-		g.metrics.Refusals.WithLabelValues("auth_failures", "ip", st.authFail.Name, "").Inc()
+		g.metrics.Refusals.WithLabelValues("auth_failures", "ip", authguard.Name, "").Inc()
 		g.log.Warn("too many failed authentications: address locked out", "client_ip", ip, "for", wait)
 		return &authThrottled{retryAfter: wait}
 	}

@@ -42,9 +42,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 	for _, p := range c.TrustedProxies {
 		st.trusted = append(st.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}
-	if c.AuthFailures.Limit > 0 {
-		st.authFail = authguard.Limit(c.AuthFailures.Limit, c.AuthFailures.Window)
-	}
+	st.authFail = authguard.Policy{Failures: c.AuthFailures.Limit, Window: c.AuthFailures.Window}
 	for _, r := range c.PaidRoutes {
 		p, err := newPaidRoute(r)
 		if err != nil {

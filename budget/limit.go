@@ -3,6 +3,7 @@ package budget
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -160,6 +161,15 @@ type Limit struct {
 	// Location is only read at reservation time, to find the period; it is
 	// not kept with an open reservation.
 	Location *time.Location `json:"-"`
+}
+
+// Format writes v in l's unit for people: dollars for micro-dollars
+// ("$1.50"), else the number and the unit ("300 tokens").
+func (l *Limit) Format(v int64) string {
+	if l.Unit == Microdollars {
+		return Money(v).String()
+	}
+	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
 }
 
 // MaxShards bounds Limit.Shard: the shards of one partition a store keeps

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/audit"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
@@ -43,7 +44,8 @@ type App struct {
 	mem     *memstore.Store // the embedded store, or nil
 	shared  *sharedStore    // the Redis store, or nil
 	engine  *budget.Engine
-	gateway *httpapi.Gateway
+	gateway *gateway.Gateway
+	server  *httpapi.Server
 	reg     *prometheus.Registry
 	ledger  *ledger.File       // nil without ledger_path
 	shipper *ledger.Shipper    // the embedded store's ledger file to PostgreSQL, or nil
@@ -71,17 +73,22 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	a.engine = budget.NewEngine(a.store, cfg.Lease)
 	guard := authguard.New(a.engine) // one count of failures for API keys and admin tokens
-	opts, err := a.gatewayOptions(metrics.New(a.reg), guard)
+	opts, err := a.gatewayOptions(metrics.New(a.reg))
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
-	gw, err := httpapi.New(cfg, opts)
+	gw, err := gateway.New(cfg, opts)
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("building the gateway: %w", err)
 	}
 	a.gateway = gw
+	srv := httpapi.Options{Ready: a.ready, Guard: guard}
+	if cfg.MetricsListen == "" {
+		srv.Gatherer = a.reg
+	}
+	a.server = httpapi.New(gw, srv)
 	if err := a.openLedger(); err != nil {
 		a.Close()
 		return nil, err
@@ -141,11 +148,8 @@ func (a *App) openStore() error {
 // gatewayOptions are the gateway's collaborators on the store opened: on
 // Redis a local fallback bucket, the shared pacer and settlements after
 // the response; the run-time key registry either way.
-func (a *App) gatewayOptions(m *metrics.Metrics, guard *authguard.Guard) (httpapi.Options, error) {
-	opts := httpapi.Options{Engine: a.engine, Log: a.log, Ready: a.ready, Metrics: m, Guard: guard}
-	if a.cfg.MetricsListen == "" {
-		opts.Gatherer = a.reg
-	}
+func (a *App) gatewayOptions(m *metrics.Metrics) (gateway.Options, error) {
+	opts := gateway.Options{Engine: a.engine, Log: a.log, Metrics: m}
 	if a.shared != nil {
 		// The local bucket of routes in local_fallback mode: in memory
 		// only, it holds this instance's share while Redis is away.
@@ -224,7 +228,7 @@ func (a *App) mountAdmin(guard *authguard.Guard) {
 		}
 		api.WithAudit(trail)
 	}
-	a.gateway.Mount(api.Mount)
+	a.server.Mount(api.Mount)
 }
 
 // recordExpired writes the ledger entry of a reservation the embedded
@@ -267,10 +271,10 @@ func (a *App) Reload(path string) error {
 func (a *App) Registry() *prometheus.Registry { return a.reg }
 
 // Gateway returns the gateway.
-func (a *App) Gateway() *httpapi.Gateway { return a.gateway }
+func (a *App) Gateway() *gateway.Gateway { return a.gateway }
 
 // Handler returns the gateway's HTTP handler.
-func (a *App) Handler() http.Handler { return a.gateway }
+func (a *App) Handler() http.Handler { return a.server }
 
 // Engine returns the budget engine.
 func (a *App) Engine() *budget.Engine { return a.engine }
@@ -290,7 +294,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// idle keep-alive connections by IdleTimeout, and how many connections
 	// are open at once by MaxConnections (more wait to be accepted).
 	srv := &http.Server{
-		Handler:           a.gateway,
+		Handler:           a.server,
 		ReadHeaderTimeout: a.cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       a.cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,

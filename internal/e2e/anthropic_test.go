@@ -14,9 +14,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
+	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -26,7 +26,7 @@ const claude = "claude-sonnet-4-5"
 // anthropicGateway runs a gateway in front of a simulated Anthropic
 // upstream; the team's month budget is ceiling µ$. Claude is priced at
 // $3/$15 per 1M tokens, so costs are exact integers.
-func anthropicGateway(t *testing.T, ceiling int64, opts simulated.Options) (url string, a *app.App, sim *simulated.Server, calls *atomic.Int64, entries func() []httpapi.Entry) {
+func anthropicGateway(t *testing.T, ceiling int64, opts simulated.Options) (url string, a *app.App, sim *simulated.Server, calls *atomic.Int64, entries func() []budget.Entry) {
 	t.Helper()
 	opts.APIKey = "anthropic-upstream-key"
 	sim, err := simulated.New(opts)
@@ -62,9 +62,9 @@ orgs:
 	}))
 	t.Cleanup(func() { gw.Close(); a.Close() })
 	var mu sync.Mutex
-	var list []httpapi.Entry
-	a.Gateway().OnSettle(func(e httpapi.Entry) { mu.Lock(); list = append(list, e); mu.Unlock() })
-	return gw.URL, a, sim, calls, func() []httpapi.Entry { mu.Lock(); defer mu.Unlock(); return append([]httpapi.Entry(nil), list...) }
+	var list []budget.Entry
+	a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); list = append(list, e); mu.Unlock() })
+	return gw.URL, a, sim, calls, func() []budget.Entry { mu.Lock(); defer mu.Unlock(); return append([]budget.Entry(nil), list...) }
 }
 
 func anthropicClient(url string, retries int) anthropic.Client {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -24,7 +24,7 @@ type boundRig struct {
 	handler http.Handler
 	sim     *simulated.Server
 	mu      sync.Mutex
-	entries []httpapi.Entry
+	entries []budget.Entry
 }
 
 // prices are µ$ per input and output token of each model in boundConfig.
@@ -64,7 +64,7 @@ func newBoundRig(t testing.TB) *boundRig {
 	a := buildApp(t, boundConfig, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey)})
 	t.Cleanup(func() { a.Close() })
 	r := &boundRig{handler: a.Handler(), sim: sim}
-	a.Gateway().OnSettle(func(e httpapi.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
+	a.Gateway().OnSettle(func(e budget.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
 	return r
 }
 

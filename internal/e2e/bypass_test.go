@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
@@ -18,8 +20,8 @@ func TestSignedBypass(t *testing.T) {
 		topExtra:   "bypass:\n  secrets: [{id: billing-svc, secret: " + bypassSecret + "}]\n",
 	})
 	var mu sync.Mutex
-	var entries []httpapi.Entry
-	h.app.Gateway().OnSettle(func(e httpapi.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+	var entries []budget.Entry
+	h.app.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
 	path := "/v1/chat/completions"
 	body := `{"model":"test-model","messages":[{"role":"user","content":"internal job"}]}`
 	if resp, _ := h.post(path, testKey, body, nil); resp.StatusCode != 200 {
@@ -29,24 +31,24 @@ func TestSignedBypass(t *testing.T) {
 		t.Fatalf("second request under 1 rpm: %d", resp.StatusCode)
 	}
 	now := time.Now()
-	valid := httpapi.Sign([]byte(bypassSecret), "POST", path, []byte(body), now, "nonce-1")
+	valid := gateway.Sign([]byte(bypassSecret), "POST", path, []byte(body), now, "nonce-1")
 	if resp, eb := h.post(path, testKey, body, map[string]string{httpapi.SignatureHeader: valid}); resp.StatusCode != 200 {
 		t.Fatalf("a valid signature: %d %s", resp.StatusCode, eb.Error.Code)
 	}
 	// The query string is signed too: a signature over one target does not
 	// verify for another.
-	withQuery := httpapi.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q")
+	withQuery := gateway.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q")
 	if resp, eb := h.post(path+"?tenant=a", testKey, body, map[string]string{httpapi.SignatureHeader: withQuery}); resp.StatusCode != 200 {
 		t.Fatalf("a valid signature over a query: %d %s", resp.StatusCode, eb.Error.Code)
 	}
-	if resp, eb := h.post(path+"?tenant=b", testKey, body, map[string]string{httpapi.SignatureHeader: httpapi.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q2")}); resp.StatusCode != 401 || eb.Error.Code != "invalid_bypass_signature" {
+	if resp, eb := h.post(path+"?tenant=b", testKey, body, map[string]string{httpapi.SignatureHeader: gateway.Sign([]byte(bypassSecret), "POST", path+"?tenant=a", []byte(body), now, "nonce-q2")}); resp.StatusCode != 401 || eb.Error.Code != "invalid_bypass_signature" {
 		t.Fatalf("another query under the same signature: %d %s", resp.StatusCode, eb.Error.Code)
 	}
 	for _, tc := range []struct{ desc, header, body string }{
 		{"replayed", valid, body},
-		{"altered body", httpapi.Sign([]byte(bypassSecret), "POST", path, []byte(body), now, "nonce-2"), strings.Replace(body, "internal", "external", 1)},
-		{"skew over 300 s", httpapi.Sign([]byte(bypassSecret), "POST", path, []byte(body), now.Add(-301*time.Second), "nonce-3"), body},
-		{"wrong secret", httpapi.Sign([]byte("another-secret-of-enough-length-000"), "POST", path, []byte(body), now, "nonce-4"), body},
+		{"altered body", gateway.Sign([]byte(bypassSecret), "POST", path, []byte(body), now, "nonce-2"), strings.Replace(body, "internal", "external", 1)},
+		{"skew over 300 s", gateway.Sign([]byte(bypassSecret), "POST", path, []byte(body), now.Add(-301*time.Second), "nonce-3"), body},
+		{"wrong secret", gateway.Sign([]byte("another-secret-of-enough-length-000"), "POST", path, []byte(body), now, "nonce-4"), body},
 		{"garbage", "t=1,n=x,s=zz", body},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

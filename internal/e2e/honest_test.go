@@ -22,7 +22,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -380,7 +379,7 @@ func TestBoundHolesAreClosed(t *testing.T) {
 }
 
 // Entry is a ledger entry.
-type Entry = httpapi.Entry
+type Entry = budget.Entry
 
 // A threshold fires at the settlement whose spend crossed it, not only at a
 // later request: one request that spends 60 % of a budget sends the 50 %

@@ -14,7 +14,6 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
@@ -253,8 +252,8 @@ func TestStreamFaultsAreChargedOnce(t *testing.T) {
 			up := newFaulty(t, simulated.Options{Fault: tc.fault, ReplyTokens: func(uint64) int64 { return tc.reply }})
 			url, a := protected(t, up, nil, "    idle_timeout: 200ms\n")
 			var mu sync.Mutex
-			var entries []httpapi.Entry
-			a.Gateway().OnSettle(func(e httpapi.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+			var entries []budget.Entry
+			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
 
 			req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+testKey)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/httpapi"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -32,9 +32,9 @@ func TestLateSettlementCorrectsASweepThroughRedis(t *testing.T) {
 		redisAddr: srv.Addr, instances: 2, spoolDir: t.TempDir(), topExtra: "lease: 1s\n", redisExtra: "    exact: true\n",
 	})
 	var mu sync.Mutex
-	var entries []httpapi.Entry
+	var entries []budget.Entry
 	settled := make(chan struct{}, 1)
-	h.apps[0].Gateway().OnSettle(func(e httpapi.Entry) {
+	h.apps[0].Gateway().OnSettle(func(e budget.Entry) {
 		mu.Lock()
 		entries = append(entries, e)
 		mu.Unlock()
@@ -167,4 +167,4 @@ func TestKeyBudgetAlertsThroughRedis(t *testing.T) {
 }
 
 // Alert is the webhook body.
-type Alert = httpapi.Alert
+type Alert = gateway.Alert

@@ -1,12 +1,43 @@
 package httpapi
 
 import (
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 )
+
+// readBody reads the whole body up to max bytes, within the body deadline
+// of the settings in force (see paceBody).
+func readBody(c echo.Context, max int64) ([]byte, error) {
+	r := c.Request()
+	if r.ContentLength > max {
+		return nil, errTooLarge
+	}
+	var src io.Reader = r.Body
+	if st := settingsOf(c); st != nil {
+		src = paceBody(c.Response(), r.Body, st.Config().Server, time.Now())
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), io.NopCloser(src), max))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			return nil, errTooLarge
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, errBodyTimeout
+		}
+		return nil, gateway.ErrClientCanceled
+	}
+	return body, nil
+}
 
 // pacedBody reads a request body under a read deadline that moves with it:
 // the first byte at latest BodyGrace after start, every next one at the

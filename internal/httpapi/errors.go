@@ -4,44 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/upstream"
 )
 
-// Gateway errors that are not the budget's or a request body's.
+// The adapter's own errors: of authentication, the request's body and
+// routing. The sequence's are the gateway's, budget's and upstream's.
 var (
-	errNoKey          = errors.New("httpapi: no API key")
-	errBadKey         = errors.New("httpapi: invalid API key")
-	errTooLarge       = errors.New("httpapi: request body too large")
-	errBodyTimeout    = errors.New("httpapi: request body too slow")
-	errUpstream       = errors.New("httpapi: upstream unreachable")
-	errUpstreamTime   = errors.New("httpapi: upstream timed out")
-	errNotFound       = errors.New("httpapi: no such route")
-	errMethod         = errors.New("httpapi: method not allowed")
-	errInternal       = errors.New("httpapi: internal error")
-	errClientCanceled = errors.New("httpapi: client went away")
+	errNoKey       = errors.New("httpapi: no API key")
+	errBadKey      = errors.New("httpapi: invalid API key")
+	errTooLarge    = errors.New("httpapi: request body too large")
+	errBodyTimeout = errors.New("httpapi: request body too slow")
+	errNotFound    = errors.New("httpapi: no such route")
+	errMethod      = errors.New("httpapi: method not allowed")
+	errInternal    = errors.New("httpapi: internal error")
 )
 
-// modelError is a model the gateway will not serve: unknown, unpriced or not
-// allowed for the key.
-type modelError struct {
-	model   string
-	allowed bool // known and priced, but not for this key
-}
+// authThrottled refuses a client that failed authentication too often.
+type authThrottled struct{ retryAfter time.Duration }
 
-func (e *modelError) Error() string { return "httpapi: " + e.message() }
-
-func (e *modelError) message() string {
-	if e.allowed {
-		return fmt.Sprintf("The model %q is not allowed for this key.", e.model)
-	}
-	return fmt.Sprintf("The model %q is unknown or has no price; the gateway forwards only priced models.", e.model)
-}
+func (e *authThrottled) Error() string { return "httpapi: too many failed authentications" }
 
 // apiError is the OpenAI error body.
 type apiError struct {
@@ -80,7 +66,8 @@ type refusalFacts struct {
 }
 
 // refusal is a response that refuses: status, headers and body, and the
-// reason the refusals metric counts it under.
+// reason the refusals metric counts it under (with the scope and name of
+// the limit that decided, if one did).
 type refusal struct {
 	status     int
 	reason     string
@@ -89,18 +76,30 @@ type refusal struct {
 	noRetry    bool          // x-should-retry: false
 	retry      bool          // x-should-retry: true
 	result     *budget.Result
+	// limits, with result, are the request's limits for the limit
+	// headers of a limit's refusal.
+	limits       []budget.Limit
+	scope, limit string
+}
+
+// countRefusal counts a refused request under its reason in the one
+// table, for team.
+func (s *Server) countRefusal(err error, team string) {
+	r := mapError(err)
+	s.metrics.Refusals.WithLabelValues(r.reason, r.scope, r.limit, team).Inc()
 }
 
 // mapError is the one place an error becomes a status, headers, a body
 // and a metric reason.
 func mapError(err error) refusal {
 	var (
-		refused *budget.RefusedError
-		reqErr  *upstream.RequestError
-		mErr    *modelError
-		upErr   *upstreamRefused
+		gwRefused *gateway.Refused
+		refused   *budget.RefusedError
+		reqErr    *upstream.RequestError
+		mErr      *gateway.ModelError
+		upErr     *gateway.UpstreamRefused
+		throttled *authThrottled
 	)
-	var throttled *authThrottled
 	switch {
 	case errors.As(err, &throttled):
 		return refusal{status: http.StatusTooManyRequests, reason: "error", retryAfter: max(throttled.retryAfter, time.Second),
@@ -111,8 +110,13 @@ func mapError(err error) refusal {
 			"upstream_backing_off":   "The upstream asked to back off; the request was not forwarded.",
 			"upstream_queue_full":    "The upstream's queue is full; the request was not forwarded.",
 			"upstream_queue_timeout": "The request waited its maximum in the upstream's queue; it was not forwarded.",
-		}[upErr.code]
-		return refusal{status: http.StatusServiceUnavailable, reason: upErr.code, retryAfter: max(upErr.retryAfter, time.Second), body: apiError{Message: msg, Type: "server_error", Code: upErr.code}}
+		}[upErr.Code]
+		return refusal{status: http.StatusServiceUnavailable, reason: upErr.Code, scope: "upstream", retryAfter: max(upErr.RetryAfter, time.Second),
+			body: apiError{Message: msg, Type: "server_error", Code: upErr.Code}}
+	case errors.As(err, &gwRefused):
+		r := mapRefused(gwRefused.RefusedError, refusalFacts{estimate: gwRefused.Estimate, fit: gwRefused.Fit, capField: gwRefused.CapField})
+		r.limits = gwRefused.Limits
+		return r
 	case errors.As(err, &refused):
 		return mapRefused(refused, refusalFacts{fit: -1})
 	case errors.As(err, &reqErr):
@@ -123,13 +127,13 @@ func mapError(err error) refusal {
 		return r
 	case errors.As(err, &mErr):
 		param := "model"
-		if mErr.allowed {
-			return refusal{status: http.StatusForbidden, reason: "model_not_allowed", body: apiError{Message: mErr.message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
+		if mErr.Allowed {
+			return refusal{status: http.StatusForbidden, reason: "model_not_allowed", body: apiError{Message: mErr.Message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
 		}
-		return refusal{status: http.StatusBadRequest, reason: "model_not_found", body: apiError{Message: mErr.message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
+		return refusal{status: http.StatusBadRequest, reason: "model_not_found", body: apiError{Message: mErr.Message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
 	case errors.Is(err, errNoKey):
 		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
-	case errors.Is(err, errBadSignature):
+	case errors.Is(err, gateway.ErrBadSignature):
 		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
 	case errors.Is(err, errBadKey):
 		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
@@ -139,11 +143,11 @@ func mapError(err error) refusal {
 		return refusal{status: http.StatusRequestEntityTooLarge, reason: "body_too_large", body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
 	case errors.Is(err, budget.ErrStoreUnavailable):
 		return refusal{status: http.StatusServiceUnavailable, reason: "store_unavailable", retryAfter: time.Second, body: apiError{Message: "The budget store is unavailable; the request was not forwarded.", Type: "server_error", Code: "budget_store_unavailable"}}
-	case errors.Is(err, errUpstreamTime):
+	case errors.Is(err, gateway.ErrUpstreamTimeout):
 		return refusal{status: http.StatusGatewayTimeout, reason: "error", body: apiError{Message: "The upstream did not answer in time.", Type: "server_error", Code: "upstream_timeout"}}
-	case errors.Is(err, errUpstream):
+	case errors.Is(err, gateway.ErrUpstream):
 		return refusal{status: http.StatusBadGateway, reason: "error", body: apiError{Message: "The upstream could not be reached.", Type: "server_error", Code: "upstream_unreachable"}}
-	case errors.Is(err, errClientCanceled):
+	case errors.Is(err, gateway.ErrClientCanceled):
 		return refusal{status: 499, reason: "client_closed", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
 	case errors.Is(err, context.Canceled):
 		return refusal{status: 499, reason: "error", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
@@ -171,8 +175,8 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	if f.fit >= 0 {
 		info.MaxOutputTokensThatFit = &f.fit
 	}
-	r := refusal{status: http.StatusTooManyRequests, retryAfter: e.Result.RetryAfter, result: &e.Result}
-	what := func(v int64) string { return amount(l, v) }
+	r := refusal{status: http.StatusTooManyRequests, retryAfter: e.Result.RetryAfter, result: &e.Result, scope: l.Scope.String(), limit: l.Name}
+	what := l.Format
 	fitHint := "a smaller request may fit"
 	if f.fit > 0 && f.capField != "" {
 		fitHint = fmt.Sprintf("set %s to at most %d to fit", f.capField, f.fit)
@@ -214,17 +218,6 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	}
 	r.body.Tollgate = info
 	return r
-}
-
-// writeRetryAfter sets Retry-After in whole seconds (rounded up, at least 1)
-// and retry-after-ms, which the official SDKs read first.
-func writeRetryAfter(h http.Header, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	secs := int64(math.Ceil(d.Seconds()))
-	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.Milliseconds(), 1), 10))
 }
 
 // anthropicErrorBody is Anthropic's error shape, used on /v1/messages so

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/upstream"
 )
 
@@ -58,17 +59,17 @@ func TestTheErrorTable(t *testing.T) {
 		{refusal(inFlight, usd(0), usd(0), false), 429, "concurrency_limit_exceeded", "concurrency"},
 		{refusal(tpm, budget.Amounts{Tokens: 1}, budget.Amounts{Tokens: 10}, false), 429, "request_too_large_for_limit", "too_large_for_limit"},
 		{fmt.Errorf("reserving: %w", budget.ErrStoreUnavailable), 503, "budget_store_unavailable", "store_unavailable"},
-		{&upstreamRefused{code: "upstream_queue_full"}, 503, "upstream_queue_full", "upstream_queue_full"},
+		{&gateway.UpstreamRefused{Code: "upstream_queue_full"}, 503, "upstream_queue_full", "upstream_queue_full"},
 		{&upstream.RequestError{Param: "n", Message: "n must be at least 1"}, 400, "invalid_request", "bad_request"},
-		{&modelError{model: "m", allowed: true}, 403, "model_not_allowed", "model_not_allowed"},
-		{&modelError{model: "m"}, 400, "model_not_found", "model_not_found"},
+		{&gateway.ModelError{Model: "m", Allowed: true}, 403, "model_not_allowed", "model_not_allowed"},
+		{&gateway.ModelError{Model: "m"}, 400, "model_not_found", "model_not_found"},
 		{errTooLarge, 413, "request_too_large", "body_too_large"},
-		{errClientCanceled, 499, "client_closed_request", "client_closed"},
+		{gateway.ErrClientCanceled, 499, "client_closed_request", "client_closed"},
 		{errBadKey, 401, "invalid_api_key", "error"},
 		{errors.New("anything else"), http.StatusInternalServerError, "internal_error", "error"},
 	} {
 		r := mapError(c.err)
-		if r.status != c.status || r.body.Code != c.code || r.reason != c.reason || reasonOf(c.err) != c.reason {
+		if r.status != c.status || r.body.Code != c.code || r.reason != c.reason {
 			t.Errorf("%v: status %d code %q reason %q; want %d %q %q", c.err, r.status, r.body.Code, r.reason, c.status, c.code, c.reason)
 		}
 	}

@@ -29,16 +29,16 @@ type budgetView struct {
 // ownBudget answers GET /v1/budget: the calling key's limits and its
 // team's (and org's), with what is used, what remains and when each
 // resets — nothing about other teams or keys.
-func (g *Gateway) ownBudget(c echo.Context) error {
+func (s *Server) ownBudget(c echo.Context) error {
 	p := principalOf(c)
-	user := c.Request().Header.Get(settingsOf(c).userHeader)
+	user := c.Request().Header.Get(settingsOf(c).Config().UserHeader)
 	var limits []budget.Limit
 	for _, l := range p.Limits(policy.RequestKey{User: user, Route: "/v1/chat/completions"}) {
 		if !l.Shadow && l.Kind != budget.Meter {
 			limits = append(limits, l)
 		}
 	}
-	st, err := g.engine.Peek(c.Request().Context(), limits)
+	st, err := s.gw.Engine().Peek(c.Request().Context(), limits)
 	if err != nil {
 		return err
 	}
@@ -67,13 +67,11 @@ func (g *Gateway) ownBudget(c echo.Context) error {
 	}
 	var meters []budget.Limit
 	var models []string
-	for _, m := range settingsOf(c).modelNames {
-		if p.Allows(m) {
-			models = append(models, m)
-			meters = append(meters, p.Meters(m)...)
-		}
+	for _, m := range settingsOf(c).Models(p) {
+		models = append(models, m.Name)
+		meters = append(meters, p.Meters(m.Name)...)
 	}
-	st, err = g.engine.Peek(c.Request().Context(), meters)
+	st, err = s.gw.Engine().Peek(c.Request().Context(), meters)
 	if err != nil {
 		return err
 	}

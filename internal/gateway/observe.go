@@ -1,28 +1,12 @@
-package httpapi
+package gateway
 
 import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-// count records one request's outcome.
-func (g *Gateway) count(cl *call, route string) {
-	model := ""
-	if cl.req != nil && cl.route != nil {
-		model = cl.req.Model // only priced, configured models get here: bounded
-	}
-	team := ""
-	if cl.principal != nil {
-		team = cl.principal.Team
-	}
-	g.metrics.Requests.WithLabelValues(route, team, model, cl.outcome).Inc()
-}
-
-// reasonOf names a refusal for the metrics, from the one error table.
-func reasonOf(err error) string { return mapError(err).reason }
-
 // observeBudgets sets the utilisation of every budget a request touched:
 // the share used or reserved, from the store's answer.
-func (g *Gateway) observeBudgets(cl *call, res budget.Result) {
+func (g *Gateway) observeBudgets(cl *Call, res budget.Result) {
 	if len(res.Status) != len(cl.limits) {
 		return
 	}
@@ -42,8 +26,8 @@ func (g *Gateway) observeBudgets(cl *call, res budget.Result) {
 }
 
 // observeUsage records what a served request cost.
-func (g *Gateway) observeUsage(cl *call, u budget.Usage, actual budget.Amounts) {
-	team, model := cl.principal.Team, cl.req.Model
+func (g *Gateway) observeUsage(cl *Call, u budget.Usage, actual budget.Amounts) {
+	team, model := cl.principal.Team, cl.model
 	g.metrics.SpendMicros.WithLabelValues(team, model).Add(float64(actual.Cost))
 	g.metrics.Tokens.WithLabelValues(team, model, "input").Add(float64(u.InputTokens - u.CachedInputTokens))
 	g.metrics.Tokens.WithLabelValues(team, model, "cached_input").Add(float64(u.CachedInputTokens))

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func (g *Gateway) RuntimeKeys() []policy.RuntimeKey {
 // the team's) must be models the team may use; plan must be configured.
 func (g *Gateway) CreateKey(ctx context.Context, k policy.RuntimeKey) (string, policy.RuntimeKey, error) {
 	if g.keys == nil {
-		return "", k, errors.New("httpapi: no key registry")
+		return "", k, errors.New("gateway: no key registry")
 	}
 	c := g.settings.Load().cfg
 	o := slices.IndexFunc(c.Orgs, func(o config.Org) bool { return o.ID == k.Org })
@@ -101,7 +101,7 @@ func (g *Gateway) CreateKey(ctx context.Context, k policy.RuntimeKey) (string, p
 		return "", k, fmt.Errorf("%w: no plan %q", policy.ErrBadKey, k.Plan)
 	}
 	plain := "tg-" + rand.Text()
-	k.Hash, k.CreatedAt, k.RevokedAt, k.RevokedBy = policy.HashKey(plain), time.Now().UTC().Truncate(time.Second), nil, ""
+	k.Hash, k.CreatedAt, k.RevokedAt, k.RevokedBy = policy.HashKey(plain), g.now().UTC().Truncate(time.Second), nil, ""
 	if err := g.keys.Create(ctx, k); err != nil {
 		return "", k, err
 	}
@@ -123,7 +123,7 @@ func (g *Gateway) RevokeKey(ctx context.Context, org, id, by string) (policy.Run
 			}
 		}
 	}
-	k, now, err := g.keys.Revoke(ctx, org, id, time.Now().UTC().Truncate(time.Second), by)
+	k, now, err := g.keys.Revoke(ctx, org, id, g.now().UTC().Truncate(time.Second), by)
 	if err != nil {
 		return k, false, err
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"errors"
@@ -19,18 +19,106 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
+// Settings is everything the gateway derives from a config. A request
+// takes one snapshot (Gateway.Settings) and keeps it to its end.
+type Settings struct {
+	cfg        *config.Config
+	dir        *policy.Directory
+	models     map[string]*modelRoute
+	modelNames []string
+	lease      time.Duration
+	// What a route does when the store is unavailable (fail_closed when
+	// absent), and the divisor of limits for local_fallback.
+	onUnavailable map[string]string
+	instances     int64
+	// paid are the generic paid HTTP routes by name.
+	paid map[string]*paidRoute
+	// trusted proxies, for client IPs; authFail is the per-IP limit on
+	// failed authentications (Failures 0: off).
+	trusted    []netip.Prefix
+	authFail   authguard.Policy
+	bypass     *bypass
+	routeCosts map[string]int64
+	// fixed are the parts a reload cannot change (the store, the listener,
+	// the paid routes' prefixes, which are mounted once).
+	fixed string
+}
+
+// Config is the config the settings were derived from.
+func (st *Settings) Config() *config.Config { return st.cfg }
+
+// Trusted are the proxies whose X-Forwarded-For names the client.
+func (st *Settings) Trusted() []netip.Prefix { return st.trusted }
+
+// AuthFailures is the lockout policy of failed authentications.
+func (st *Settings) AuthFailures() authguard.Policy { return st.authFail }
+
+// Model is one model a key may be offered: its name and the upstream that
+// serves it first.
+type Model struct{ Name, Upstream string }
+
+// Models are the configured models p may use, in config order.
+func (st *Settings) Models(p *policy.Principal) []Model {
+	var out []Model
+	for _, name := range st.modelNames {
+		if p.Allows(name) {
+			out = append(out, Model{Name: name, Upstream: st.models[name].candidates[0].target.name})
+		}
+	}
+	return out
+}
+
+// modelRoute is everything the sequence needs for one model: how to count
+// it, and the upstreams that may serve it, the primary first.
+type modelRoute struct {
+	model      upstream.Model
+	candidates []candidate
+}
+
+// candidate is one upstream that may serve a model, at its price there.
+type candidate struct {
+	target *target
+	price  budget.Price
+}
+
+// target is one upstream endpoint with its protection: a client with its
+// timeouts, a breaker and an optional queue.
+type target struct {
+	name     string
+	provider upstream.Provider // URL and authorisation of the upstream's dialect
+	timeout  time.Duration     // the whole exchange
+	idle     time.Duration     // between two stream chunks
+	client   *http.Client
+	breaker  *breaker.Breaker
+	queue    *queue.Queue
+}
+
+// upstreamState is what outlives a reload for an upstream name: its
+// breaker, and its queue while the queue's config is unchanged.
+type upstreamState struct {
+	breaker  *breaker.Breaker
+	queue    *queue.Queue
+	queueCfg config.Queue
+}
+
+// cost is how many requests one call to route counts for.
+func (st *Settings) cost(route string) int64 {
+	if n, ok := st.routeCosts[route]; ok {
+		return n
+	}
+	return 1
+}
+
 // newSettings derives the gateway's settings from c, loading tokenizers.
-func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
+func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 	dir, err := policy.NewDirectory(c, nil)
 	if err != nil {
 		return nil, err
 	}
-	st := &settings{
+	st := &Settings{
 		cfg:           c,
 		dir:           dir,
 		models:        map[string]*modelRoute{},
-		maxBody:       c.MaxBodyBytes,
-		userHeader:    c.UserHeader,
 		lease:         c.Lease,
 		onUnavailable: map[string]string{},
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
@@ -61,7 +149,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 	}
 	for route, mode := range st.onUnavailable {
 		if mode == "local_fallback" && g.fallback == nil {
-			return nil, fmt.Errorf("httpapi: route %s uses local_fallback but no fallback engine was given", route)
+			return nil, fmt.Errorf("gateway: route %s uses local_fallback but no fallback engine was given", route)
 		}
 	}
 	if err := g.routeModels(c, st); err != nil {
@@ -73,7 +161,7 @@ func (g *Gateway) newSettings(c *config.Config) (*settings, error) {
 // routeModels gives every model of c its route: the first upstream that
 // lists it, then that upstream's fallbacks that list it too, each with the
 // model's price there.
-func (g *Gateway) routeModels(c *config.Config, st *settings) error {
+func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 	targets := map[string]*target{}
 	byName := map[string]config.Upstream{}
 	for _, u := range c.Upstreams {
@@ -92,7 +180,7 @@ func (g *Gateway) routeModels(c *config.Config, st *settings) error {
 			m := c.Models[name]
 			counter, err := tokenizer.Load(m.Encoding)
 			if err != nil {
-				return fmt.Errorf("httpapi: model %s: %w", name, err)
+				return fmt.Errorf("gateway: model %s: %w", name, err)
 			}
 			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
@@ -132,7 +220,7 @@ func (g *Gateway) Reload(c *config.Config) error {
 		return err
 	}
 	if old := g.settings.Load(); old.fixed != st.fixed {
-		return errors.New("httpapi: listen addresses and the store cannot change at run time; restart to apply them")
+		return errors.New("gateway: listen addresses and the store cannot change at run time; restart to apply them")
 	}
 	if ks := g.keySet.Load(); ks != nil {
 		// Run-time keys take the limits of their team as the new config has them.

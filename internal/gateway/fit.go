@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // amountsFor is the request's estimate with an output bound of out tokens,
 // priced at the dearest upstream that may serve it.
-func (cl *call) amountsFor(out int64) (budget.Amounts, error) {
+func (cl *Call) amountsFor(out int64) (budget.Amounts, error) {
 	var cost budget.Money
 	for _, cand := range cl.route.candidates {
 		c, err := cand.price.ForEstimate().Cost(budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: out})
@@ -19,14 +19,14 @@ func (cl *call) amountsFor(out int64) (budget.Amounts, error) {
 		}
 		cost = max(cost, c)
 	}
-	return budget.Amounts{Tokens: cl.prep.InputTokens + out, Requests: cl.settings.cost(cl.routePath), Cost: cost}, nil
+	return budget.Amounts{Tokens: cl.prep.InputTokens + out, Requests: cl.settings.cost(cl.req.Route), Cost: cost}, nil
 }
 
 // fit is the largest output cap per choice, below the request's own, with
 // which every limit would admit the request as the store found them in
 // res (a refusal); 0 when none would, -1 when the request has no output
 // cap (embeddings).
-func (cl *call) fit(res budget.Result) int64 {
+func (cl *Call) fit(res budget.Result) int64 {
 	if cl.prep == nil || cl.prep.Choices == 0 || len(res.Status) != len(cl.limits) {
 		return -1
 	}
@@ -65,8 +65,8 @@ func (cl *call) fit(res budget.Result) int64 {
 
 // clamp rewrites the request to an output cap of k per choice and
 // re-estimates it.
-func (cl *call) clamp(k int64) error {
-	if err := cl.req.SetOutputCap(cl.prep, k); err != nil {
+func (cl *Call) clamp(k int64) error {
+	if err := cl.llm.SetOutputCap(cl.prep, k); err != nil {
 		return err
 	}
 	est, err := cl.amountsFor(cl.prep.MaxOutputTokens)
@@ -110,7 +110,7 @@ func (h *holdTimer) retry() time.Duration {
 // clampable is the output cap a refused request may be clamped to, or 0:
 // its deciding budget clamps, and at least its minimum fits now. On success
 // the request is already rewritten and re-estimated.
-func (g *Gateway) clampable(cl *call, refused *budget.RefusedError) int64 {
+func (g *Gateway) clampable(cl *Call, refused *budget.RefusedError) int64 {
 	if refused.Limit.ClampMin <= 0 || !(errors.Is(refused, budget.ErrOverBudget) || errors.Is(refused, budget.ErrHeld)) {
 		return 0
 	}
@@ -121,27 +121,20 @@ func (g *Gateway) clampable(cl *call, refused *budget.RefusedError) int64 {
 	return k
 }
 
-// refusalOf is a limit's refusal of cl, with what the request path knows:
-// the estimate in the deciding limit's unit, the cap that would fit, and
-// for a held budget when it is expected back.
-func (g *Gateway) refusalOf(cl *call, refused *budget.RefusedError) refusal {
-	f := g.facts(refused, cl.estimate)
-	if budget.IsBudgetRefusal(refused) && cl.req != nil { // a paid route has no output cap
-		f.fit, f.capField = cl.fit(refused.Result), cl.req.CapField()
-	}
-	return mapRefused(refused, f)
-}
-
-// facts are what any refused request (an LLM or a paid route) tells about
-// itself: its estimate in the deciding limit's unit; a held budget's
-// Retry-After is refined from how long reservations stay open here.
-func (g *Gateway) facts(refused *budget.RefusedError, est budget.Amounts) refusalFacts {
-	f := refusalFacts{estimate: est.Of(refused.Limit.Unit), fit: -1}
+// refusalOf is a limit's refusal of cl, with what the sequence knows: the
+// estimate in the deciding limit's unit, the cap that would fit, and for
+// a held budget when it is expected back (how long reservations stay
+// open here).
+func (g *Gateway) refusalOf(cl *Call, refused *budget.RefusedError) *Refused {
+	r := &Refused{RefusedError: refused, Estimate: cl.estimate.Of(refused.Limit.Unit), Fit: -1, Limits: cl.limits}
 	if refused.Limit.Kind == budget.Concurrency {
-		f.estimate = 1
+		r.Estimate = 1
 	}
 	if errors.Is(refused, budget.ErrHeld) {
 		refused.Result.RetryAfter = g.holds.retry()
 	}
-	return f
+	if budget.IsBudgetRefusal(refused) && cl.llm != nil { // a paid route has no output cap
+		r.Fit, r.CapField = cl.fit(refused.Result), cl.llm.CapField()
+	}
+	return r
 }

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ type Alert struct {
 // thresholds their spend has passed. The store's answer tells each
 // budget's settled spend as of this reservation (capacity - remaining -
 // held): spend that other requests settled (or another instance) shows here.
-func (a *alerter) check(ctx context.Context, cl *call, res budget.Result) {
+func (a *alerter) check(ctx context.Context, cl *Call, res budget.Result) {
 	if a == nil || len(res.Status) != len(cl.limits) {
 		return
 	}
@@ -67,7 +67,7 @@ func (a *alerter) check(ctx context.Context, cl *call, res budget.Result) {
 // plus this request's actual amount (others may have settled meanwhile, and
 // the next reservation sees them). With include_pending the reservation's
 // check is the one that counts.
-func (a *alerter) settled(ctx context.Context, cl *call, actual budget.Amounts) {
+func (a *alerter) settled(ctx context.Context, cl *Call, actual budget.Amounts) {
 	if a == nil || a.pending || len(cl.reserved.Status) != len(cl.limits) {
 		return
 	}
@@ -84,7 +84,7 @@ func (a *alerter) settled(ctx context.Context, cl *call, actual budget.Amounts) 
 // refused fires a refused request's budgets: an exhausted one has reached
 // 100 %, whatever its settled figure says (finance lowered it, or spend
 // from elsewhere settled).
-func (a *alerter) refused(ctx context.Context, cl *call, e *budget.RefusedError) {
+func (a *alerter) refused(ctx context.Context, cl *Call, e *budget.RefusedError) {
 	if a == nil || len(e.Result.Status) != len(cl.limits) {
 		return
 	}
@@ -95,7 +95,7 @@ func (a *alerter) refused(ctx context.Context, cl *call, e *budget.RefusedError)
 
 // crossed fires every threshold budget l's status s has reached (all of
 // them when exhausted).
-func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budget.Status, exhausted bool) {
+func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budget.Status, exhausted bool) {
 	if l.Kind != budget.Ceiling || l.Shadow || s.Capacity <= 0 {
 		return
 	}
@@ -114,7 +114,7 @@ func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budge
 	if exhausted {
 		used = max(used, s.Capacity)
 	}
-	period := budget.PeriodID(l.Period, time.Now(), l.Location)
+	period := budget.PeriodID(l.Period, a.g.now(), l.Location)
 	for _, th := range a.thresholds {
 		id := policy.AlertID(l, period, th)
 		if used*100 < th*s.Capacity {
@@ -144,7 +144,7 @@ func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budge
 			verb = "spent or reserved"
 		}
 		alert.Text = fmt.Sprintf("Tollgate: %s budget %q of %s has reached %d%% for %s (%s of %s %s).",
-			alert.Scope, l.Name, owner, th, period, amount(l, used), amount(l, s.Capacity), verb)
+			alert.Scope, l.Name, owner, th, period, l.Format(used), l.Format(s.Capacity), verb)
 		if exhausted {
 			alert.Text += " Requests are being refused."
 		}
@@ -154,17 +154,10 @@ func (a *alerter) crossed(ctx context.Context, cl *call, l budget.Limit, s budge
 	}
 }
 
-func amount(l budget.Limit, v int64) string {
-	if l.Unit == budget.Microdollars {
-		return budget.Money(v).String()
-	}
-	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
-}
-
 // take claims an alert for this instance: a claim in the store that
 // stands for the period; every other instance is refused it.
 func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {
-	took, err := a.g.engine.Claim(context.WithoutCancel(ctx), l.Partition, policy.AlertClaim(id), policy.AlertClaimTTL(l, time.Now()))
+	took, err := a.g.engine.Claim(context.WithoutCancel(ctx), l.Partition, policy.AlertClaim(id), policy.AlertClaimTTL(l, a.g.now()))
 	if err != nil {
 		a.mu.Lock()
 		delete(a.fired, id) // the store did not answer: try again next time

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"bytes"
@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream"
@@ -32,22 +31,43 @@ var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
 // organisation would describe Tollgate's account, not the client's limits.
 var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
 
-// upstreamRefused is a request no candidate upstream would take: every
-// breaker open (or backing off), every queue full or timed out.
-type upstreamRefused struct {
-	code       string
-	retryAfter time.Duration
+// Forward is the sequence's second step: it sends an admitted call to its
+// upstream and writes the answer to w as it arrives. An LLM call goes to
+// the first candidate upstream that takes it — its breaker closed, its
+// queue admitting it —; a paid call to its route's API. The error is one
+// the client is answered with when nothing was written yet (an
+// *UpstreamRefused, ErrUpstream, ErrUpstreamTimeout, ErrClientCanceled);
+// what was served is kept for Finish.
+func (g *Gateway) Forward(ctx context.Context, cl *Call, w http.ResponseWriter) error {
+	var err error
+	if cl.paid != nil {
+		cl.units, cl.reported, cl.ok, err = g.forwardPaid(ctx, cl, w)
+	} else {
+		cl.usage, cl.ok, err = g.forward(ctx, cl, w)
+	}
+	cl.outcome = outcomeOf(cl.ok, err)
+	return err
 }
 
-func (e *upstreamRefused) Error() string { return "httpapi: upstream refused: " + e.code }
+// outcomeOf names how the upstream exchange ended, for the metrics.
+func outcomeOf(served bool, err error) string {
+	var upErr *UpstreamRefused
+	switch {
+	case served:
+		return "served"
+	case errors.Is(err, ErrClientCanceled):
+		return "client_closed"
+	case errors.As(err, &upErr):
+		return "refused"
+	}
+	return "upstream_error"
+}
 
 // forward sends the prepared request to the first candidate upstream that
-// takes it — its breaker closed, its queue admitting it — and writes the
-// answer to the client. served is false when no upstream served the
-// request (refusals, error statuses, no answer); usage is then meaningless.
-func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool, err error) {
-	ctx := c.Request().Context()
-	refused := &upstreamRefused{}
+// takes it. served is false when no upstream served the request
+// (refusals, error statuses, no answer); usage is then meaningless.
+func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) (u budget.Usage, served bool, err error) {
+	refused := &UpstreamRefused{}
 	skipped := ""
 	for _, cand := range cl.route.candidates {
 		t := cand.target
@@ -59,7 +79,7 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 		}
 		release := func() {}
 		if t.queue != nil {
-			start := time.Now()
+			start := g.now()
 			g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len() + 1))
 			rel, ra, err := t.queue.Wait(ctx, cl.principal.Team, cl.estimate.Tokens)
 			g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len()))
@@ -72,11 +92,11 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 			case err != nil:
 				result = "cancelled"
 			}
-			g.metrics.QueueWait.WithLabelValues(t.name, result).Observe(time.Since(start).Seconds())
+			g.metrics.QueueWait.WithLabelValues(t.name, result).Observe(g.now().Sub(start).Seconds())
 			if err != nil {
 				done(context.Canceled) // not the upstream's doing
 				if ctx.Err() != nil {
-					return u, false, errClientCanceled
+					return u, false, ErrClientCanceled
 				}
 				refused.note(map[bool]string{true: "upstream_queue_full", false: "upstream_queue_timeout"}[errors.Is(err, queue.ErrFull)], ra)
 				skipped = t.name
@@ -88,19 +108,19 @@ func (g *Gateway) forward(c echo.Context, cl *call) (u budget.Usage, served bool
 			g.metrics.Fallbacks.WithLabelValues(skipped, t.name).Inc()
 		}
 		cl.served = &cand
-		u, served, failure, err := g.exchange(c, cl, t)
+		u, served, failure, err := g.exchange(ctx, cl, t, w)
 		release()
 		done(failure)
 		return u, served, err
 	}
-	g.log.Warn("no upstream took the request", "request_id", cl.id, "model", cl.req.Model, "reason", refused.code)
+	g.log.Warn("no upstream took the request", "request_id", cl.id, "model", cl.model, "reason", refused.Code)
 	return u, false, refused
 }
 
 // note keeps the refusal that lets the client retry soonest.
-func (e *upstreamRefused) note(code string, ra time.Duration) {
-	if e.code == "" || ra < e.retryAfter {
-		e.code, e.retryAfter = code, ra
+func (e *UpstreamRefused) note(code string, ra time.Duration) {
+	if e.Code == "" || ra < e.RetryAfter {
+		e.Code, e.RetryAfter = code, ra
 	}
 }
 
@@ -108,38 +128,38 @@ func (e *upstreamRefused) note(code string, ra time.Duration) {
 // t's breaker is told: nil for an answer (4xx included), breaker.ErrFailed
 // for connection errors, timeouts, 5xx and 429, context.Canceled when the
 // client left.
-func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage, served bool, failure, err error) {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), t.timeout)
+func (g *Gateway) exchange(rctx context.Context, cl *Call, t *target, w http.ResponseWriter) (u budget.Usage, served bool, failure, err error) {
+	ctx, cancel := context.WithTimeout(rctx, t.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(cl.req.Endpoint, cl.req.Model), bytes.NewReader(cl.prep.Body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(cl.llm.Endpoint, cl.llm.Model), bytes.NewReader(cl.prep.Body))
 	if err != nil {
 		return u, false, nil, err
 	}
 	for _, k := range forwardHeaders {
-		if v := c.Request().Header.Get(k); v != "" {
+		if v := cl.req.Header.Get(k); v != "" {
 			req.Header.Set(k, v)
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	t.provider.Header(req.Header, c.Request().Header)
-	sent := time.Now()
-	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(time.Since(sent).Seconds()) }()
+	t.provider.Header(req.Header, cl.req.Header)
+	sent := g.now()
+	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(g.now().Sub(sent).Seconds()) }()
 	resp, err := t.client.Do(req)
 	if err != nil {
 		var ne net.Error
 		switch {
-		case c.Request().Context().Err() != nil:
-			return u, false, context.Canceled, errClientCanceled
+		case rctx.Err() != nil:
+			return u, false, context.Canceled, ErrClientCanceled
 		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-			return u, false, breaker.ErrFailed, errUpstreamTime
+			return u, false, breaker.ErrFailed, ErrUpstreamTimeout
 		}
 		g.log.Warn("upstream unreachable", "request_id", cl.id, "upstream", t.name, "err", err)
-		return u, false, breaker.ErrFailed, errUpstream
+		return u, false, breaker.ErrFailed, ErrUpstream
 	}
 	defer resp.Body.Close()
-	g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(time.Since(sent).Seconds())
+	g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(g.now().Sub(sent).Seconds())
 
-	h := c.Response().Header()
+	h := w.Header()
 	for _, k := range returnHeaders {
 		if v := resp.Header.Get(k); v != "" {
 			h.Set(k, v)
@@ -147,37 +167,48 @@ func (g *Gateway) exchange(c echo.Context, cl *call, t *target) (u budget.Usage,
 	}
 	h.Set("X-Tollgate-Upstream", t.name)
 	if resp.StatusCode != http.StatusOK {
-		return u, false, relayFailure(c, t, resp), nil
+		return u, false, relayFailure(w, t, resp), nil
 	}
-	if cl.req.Stream && isEventStream(resp.Header.Get("Content-Type")) {
+	if cl.llm.Stream && isEventStream(resp.Header.Get("Content-Type")) {
 		body := newIdleReader(resp.Body, t.idle, cancel)
 		defer body.stop()
-		u := g.stream(c, cl, body, cancel)
+		u := g.stream(rctx, cl, w, body, cancel)
 		if body.fired() {
 			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
 			return u, true, breaker.ErrFailed, nil
 		}
 		return u, true, nil, nil
 	}
-	return g.copyJSON(c, cl, resp), true, nil, nil
+	return g.copyJSON(cl, w, resp), true, nil, nil
 }
 
 // relayFailure passes an upstream's refusal or failure through to the
 // client, charging nothing (providers do not bill failed requests), and
 // returns what t's breaker is told: a failure for 429 and 5xx, whose
 // Retry-After also backs the breaker off.
-func relayFailure(c echo.Context, t *target, resp *http.Response) (failure error) {
+func relayFailure(w http.ResponseWriter, t *target, resp *http.Response) (failure error) {
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		failure = breaker.ErrFailed
 		if ra := parseRetryAfter(resp.Header); ra > 0 {
 			t.breaker.Backoff(ra)
-			writeRetryAfter(c.Response().Header(), ra)
+			WriteRetryAfter(w.Header(), ra)
 		}
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	c.Response().WriteHeader(resp.StatusCode)
-	_, _ = c.Response().Write(body)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
 	return failure
+}
+
+// WriteRetryAfter sets Retry-After in whole seconds (rounded up, at least
+// 1) and Retry-After-Ms, which the official SDKs read first.
+func WriteRetryAfter(h http.Header, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	secs := int64(math.Ceil(d.Seconds()))
+	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.Milliseconds(), 1), 10))
 }
 
 // parseRetryAfter reads Retry-After-Ms or Retry-After (seconds or a date).
@@ -198,15 +229,14 @@ func parseRetryAfter(h http.Header) time.Duration {
 func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }
 
 // copyJSON relays a non-streaming answer and reads its usage.
-func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget.Usage {
+func (g *Gateway) copyJSON(cl *Call, w http.ResponseWriter, resp *http.Response) budget.Usage {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	w := c.Response()
 	if err == nil && len(body) <= maxResponseBytes {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
-		w.Flush() // the client has its answer before the settlement runs
-		if u, ok := cl.req.Endpoint.UsageFromJSON(body); ok {
+		flush(w) // the client has its answer before the settlement runs
+		if u, ok := cl.llm.Endpoint.UsageFromJSON(body); ok {
 			return u
 		}
 		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
@@ -223,7 +253,7 @@ func (g *Gateway) copyJSON(c echo.Context, cl *call, resp *http.Response) budget
 
 // reservedUsage is the reservation's own upper bound, marked estimated; the
 // request is then charged exactly what was reserved.
-func (cl *call) reservedUsage() budget.Usage {
+func (cl *Call) reservedUsage() budget.Usage {
 	cl.chargeReserved = true
 	return budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: cl.prep.MaxOutputTokens, Estimated: true}
 }
@@ -233,21 +263,20 @@ func (cl *call) reservedUsage() budget.Usage {
 // is dropped when the client did not ask for it. A stream that ends without
 // usage (cut short, client gone) is charged for its input estimate and the
 // output the gateway saw, counted with the model's tokenizer.
-func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()) budget.Usage {
-	w := c.Response()
+func (g *Gateway) stream(ctx context.Context, cl *Call, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	flush(w)
 
 	maxText := int(min(cl.prep.MaxOutputTokens, 1<<22)) * 16
-	meter := cl.req.Endpoint.NewMeter(maxText)
+	meter := cl.llm.Endpoint.NewMeter(maxText)
 	events := upstream.NewEventReader(body)
 	bound := cl.prep.MaxOutputTokens
 	var counted int64 // output tokens counted so far, from countedBytes of text
 	countedBytes := 0
-	lastExtend := time.Now()
+	lastExtend := g.now()
 	for {
 		raw, data, err := events.Next()
 		if len(raw) > 0 {
@@ -272,23 +301,23 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()
 					break // the client went away; the upstream is cancelled with its context
 				}
 				if events.Buffered() == 0 {
-					w.Flush()
+					flush(w)
 				}
 			}
 		}
 		if err != nil {
-			w.Flush()
+			flush(w)
 			if !errors.Is(err, io.EOF) {
 				g.log.Warn("stream ended early", "request_id", cl.id, "err", err)
 			}
 			break
 		}
-		if time.Since(lastExtend) > cl.settings.lease/3 {
-			lastExtend = time.Now()
+		if g.now().Sub(lastExtend) > cl.settings.lease/3 {
+			lastExtend = g.now()
 			if cl.reservation == nil {
 				continue
 			}
-			if err := cl.engine.Extend(context.WithoutCancel(c.Request().Context()), cl.reservation); err != nil {
+			if err := cl.engine.Extend(context.WithoutCancel(ctx), cl.reservation); err != nil {
 				g.log.Warn("extending lease", "request_id", cl.id, "err", err)
 			}
 		}
@@ -306,11 +335,18 @@ func (g *Gateway) stream(c echo.Context, cl *call, body io.Reader, cancel func()
 // endOverrun ends a stream whose upstream went past the output bound the
 // gateway reserved (it ignored max_tokens): a final error event, then
 // [DONE]. The request is settled at its reservation.
-func (g *Gateway) endOverrun(w *echo.Response, cl *call, counted int64) {
-	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.req.Model,
+func (g *Gateway) endOverrun(w http.ResponseWriter, cl *Call, counted int64) {
+	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.model,
 		"bound", cl.prep.MaxOutputTokens, "counted", counted)
-	g.metrics.StreamsCut.WithLabelValues(cl.req.Model).Inc()
+	g.metrics.StreamsCut.WithLabelValues(cl.model).Inc()
 	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", cl.prep.MaxOutputTokens)
-	_, _ = io.WriteString(w, cl.req.Endpoint.OverrunEvent(msg))
-	w.Flush()
+	_, _ = io.WriteString(w, cl.llm.Endpoint.OverrunEvent(msg))
+	flush(w)
+}
+
+// flush sends what w holds to the client now, where w can.
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }

@@ -1,11 +1,10 @@
-package httpapi
+package gateway
 
 import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -13,13 +12,6 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 )
-
-// SignatureHeader carries a bypass signature.
-const SignatureHeader = "X-Tollgate-Signature"
-
-// errBadSignature: a bypass signature that does not verify — wrong secret,
-// altered request, a timestamp outside the window, or a replayed nonce.
-var errBadSignature = errors.New("httpapi: invalid bypass signature")
 
 // bypass verifies signed limit bypasses.
 type bypass struct {
@@ -74,14 +66,14 @@ func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, t
 	}
 	at, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || nonce == "" || len(nonce) > 128 || sig == "" {
-		return "", errBadSignature
+		return "", ErrBadSignature
 	}
 	if skew := now.Sub(time.Unix(at, 0)); skew > b.window || skew < -b.window {
-		return "", errBadSignature
+		return "", ErrBadSignature
 	}
 	got, err := hex.DecodeString(sig)
 	if err != nil {
-		return "", errBadSignature
+		return "", ErrBadSignature
 	}
 	id := ""
 	for name, secret := range b.secrets {
@@ -90,16 +82,41 @@ func (g *Gateway) verifyBypass(ctx context.Context, b *bypass, header, method, t
 		}
 	}
 	if id == "" {
-		return "", errBadSignature
+		return "", ErrBadSignature
 	}
 	fresh, err := g.engine.Claim(ctx, "_bypass", "nonce:"+id+":"+nonce, 3*b.window)
 	if err != nil {
 		return "", err
 	}
 	if !fresh {
-		return "", errBadSignature // replayed
+		return "", ErrBadSignature // replayed
 	}
 	return id, nil
+}
+
+// bypass lets a signed request or an unlimited key past every limit: each
+// still evaluates (and is charged where it fits) but none refuses, and
+// the request is metered and priced as usual. A signature that does not
+// verify is the error.
+func (g *Gateway) bypass(ctx context.Context, cl *Call, body []byte) error {
+	sig := cl.req.Signature
+	if sig == "" && !cl.principal.Unlimited() {
+		return nil
+	}
+	who := "unlimited-key"
+	if sig != "" {
+		id, err := g.verifyBypass(ctx, cl.settings.bypass, sig, cl.req.Method, cl.req.Target, body, g.now())
+		if err != nil {
+			g.log.Warn("bypass refused", "request_id", cl.id, "team", cl.principal.Team, "key", cl.principal.Key, "err", err)
+			return err
+		}
+		who = id
+	}
+	cl.limits = shadowed(cl.limits)
+	cl.bypass = who
+	g.metrics.Bypasses.WithLabelValues(who, cl.principal.Team).Inc()
+	g.log.Warn("limits bypassed", "request_id", cl.id, "by", who, "team", cl.principal.Team, "key", cl.principal.Key, "model", cl.model)
+	return nil
 }
 
 // shadowed returns limits that are all evaluated and never enforced.

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/policy"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// Admit is the sequence's first step for an LLM endpoint: read the body,
+// parse and estimate it (the model must be priced and allowed for the
+// key, and the body is rewritten so the estimate bounds it), pick the
+// request's limits, let a bypass past them, and reserve the estimate
+// against all of them at once. The call is returned whatever happens, for
+// Done; on error nothing is reserved and the error says why (a *Refused
+// for a limit's refusal).
+func (g *Gateway) Admit(ctx context.Context, ep upstream.Endpoint, req Request) (*Call, error) {
+	cl := g.begin(req)
+	body, err := req.Body()
+	if err == nil {
+		err = g.prepare(cl, ep, body)
+	}
+	if err != nil {
+		cl.outcome = "refused"
+		return cl, err
+	}
+	if cl.user == "" {
+		cl.user = cl.llm.User
+	}
+	cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: cl.model, Route: req.Route, ID: cl.id, IP: req.IP})
+	return cl, g.admit(ctx, cl, body)
+}
+
+func (g *Gateway) begin(req Request) *Call {
+	return &Call{req: req, id: req.ID, principal: req.Principal, settings: req.Settings, start: g.now(), engine: g.engine,
+		outcome: "error", user: req.User}
+}
+
+// admit is what every route does once its estimate and limits are known:
+// bypass, reserve, and record what the reservation found.
+func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) error {
+	if err := g.bypass(ctx, cl, body); err != nil {
+		cl.outcome = "refused"
+		return err
+	}
+	res, err := g.reserve(ctx, cl)
+	if err != nil {
+		return err
+	}
+	g.admitted(ctx, cl, res)
+	return nil
+}
+
+// prepare parses and estimates the request: the model must be priced and
+// allowed for the key, and the body is rewritten so the estimate bounds it.
+func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
+	req, err := upstream.ParseRequest(ep, body)
+	if err != nil {
+		return err
+	}
+	route, ok := cl.settings.models[req.Model]
+	if !ok {
+		return &ModelError{Model: req.Model}
+	}
+	if !cl.principal.Allows(req.Model) {
+		return &ModelError{Model: req.Model, Allowed: true}
+	}
+	if !route.candidates[0].target.provider.Serves(ep) {
+		want := "/v1/chat/completions"
+		if route.candidates[0].target.provider.Serves(upstream.Messages) {
+			want = "/v1/messages"
+		}
+		return &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", req.Model, want)}
+	}
+	prep, err := req.Prepare(&route.model)
+	if err != nil {
+		return err
+	}
+	cl.llm, cl.route, cl.prep, cl.model = req, route, prep, req.Model
+	// Any candidate upstream may serve it: reserve at the dearest.
+	if cl.estimate, err = cl.amountsFor(prep.MaxOutputTokens); err != nil {
+		return &upstream.RequestError{Message: "the request is too large to price"}
+	}
+	return nil
+}
+
+// reserve takes cl's estimate from its limits: from the store, or as its
+// route degrades while the store is unavailable; a budget that allows
+// clamping is retried with the output cap that fits. A limit's refusal is
+// a *Refused.
+func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) {
+	start := g.now()
+	cl.reservedAt = start
+	var pre *budget.Entry
+	if g.engine.KeepsLedger() || g.ledger.Load() != nil {
+		pre = cl.entry()
+	}
+	r, res, err := g.engine.ReserveFor(ctx, cl.limits, cl.estimate, pre)
+	g.metrics.StoreLatency.WithLabelValues("reserve").Observe(g.now().Sub(start).Seconds())
+	degraded := errors.Is(err, budget.ErrStoreUnavailable)
+	if degraded {
+		g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
+		r, res, err = g.degrade(ctx, cl, err)
+	}
+	var refused *budget.RefusedError
+	if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
+		r, res, err = g.clamp(ctx, cl, refused, pre, r, res, err)
+	}
+	if err == nil {
+		cl.reservation = r
+		return res, nil
+	}
+	cl.outcome = "refused"
+	if errors.As(err, &refused) {
+		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
+			"key", cl.principal.Key, "model", cl.model, "limit", refused.Limit.Bucket,
+			"estimate_usd_micros", int64(cl.estimate.Cost))
+		if budget.IsBudgetRefusal(err) {
+			g.alerts.refused(ctx, cl, refused)
+		}
+		return res, g.refusalOf(cl, refused)
+	}
+	if !errors.Is(err, budget.ErrStoreUnavailable) {
+		cl.outcome = "error"
+		g.log.Error("reserving", "request_id", cl.id, "err", err)
+	}
+	return res, err
+}
+
+// clamp retries a request a budget refused with the largest output cap
+// that fits, when the budget allows it; otherwise the refusal stands.
+func (g *Gateway) clamp(ctx context.Context, cl *Call, refused *budget.RefusedError, pre *budget.Entry,
+	r *budget.Reservation, res budget.Result, err error) (*budget.Reservation, budget.Result, error) {
+	if cl.prep == nil {
+		return r, res, err // a paid route has no output cap to clamp
+	}
+	requested := cl.prep.OutputCap
+	k := g.clampable(cl, refused)
+	if k <= 0 {
+		return r, res, err
+	}
+	if pre != nil {
+		pre = cl.entry()
+	}
+	r, res, err = g.engine.ReserveFor(ctx, cl.limits, cl.estimate, pre)
+	if err == nil {
+		cl.clamped = &Clamp{Field: cl.llm.CapField(), Granted: k, Requested: requested}
+		g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
+			"requested", requested, "granted", k)
+	}
+	return r, res, err
+}
+
+// admitted records what an admitted request's reservation found: shadow
+// limits that would have refused, budget utilisation and alerts.
+func (g *Gateway) admitted(ctx context.Context, cl *Call, res budget.Result) {
+	for _, i := range res.Shadowed {
+		l := &cl.limits[i]
+		g.metrics.ShadowRefusals.WithLabelValues(l.Scope.String(), l.Name, cl.principal.Team).Inc()
+		g.log.Info("shadow limit would have refused", "request_id", cl.id, "team", cl.principal.Team,
+			"key", cl.principal.Key, "model", cl.model, "limit", l.Bucket, "estimate_usd_micros", int64(cl.estimate.Cost))
+	}
+	g.observeBudgets(cl, res)
+	cl.reserved = res
+	g.alerts.check(ctx, cl, res)
+}
+
+// degrade decides a request while the store is unavailable, as its route
+// is configured: refuse (fail_closed), let it through without a
+// reservation (fail_open), or reserve from a local bucket holding this
+// instance's share of each limit (local_fallback). Every decision is logged
+// and counted; the spend of a request let through is recorded when the
+// store answers again.
+func (g *Gateway) degrade(ctx context.Context, cl *Call, storeErr error) (*budget.Reservation, budget.Result, error) {
+	route := cl.req.Route
+	mode := cl.settings.onUnavailable[route]
+	if mode == "" {
+		mode = "fail_closed"
+	}
+	g.metrics.StoreUnavailable.WithLabelValues(mode, route).Inc()
+	switch mode {
+	case "fail_open":
+		g.countDegraded(mode)
+		g.log.Warn("budget store unavailable: failing open", "request_id", cl.id, "route", route, "team", cl.principal.Team, "err", storeErr)
+		cl.degraded = mode
+		return nil, budget.Result{Decider: -1}, nil
+	case "local_fallback":
+		local := make([]budget.Limit, len(cl.limits))
+		for i, l := range cl.limits {
+			l.Amount = max(1, l.Amount/cl.settings.instances)
+			if l.Burst > 0 {
+				l.Burst = max(1, l.Burst/cl.settings.instances)
+			}
+			local[i] = l
+		}
+		r, res, err := g.fallback.Reserve(ctx, local, cl.estimate)
+		if err == nil {
+			g.countDegraded(mode)
+			g.log.Warn("budget store unavailable: reserved from the local fallback", "request_id", cl.id, "route", route, "team", cl.principal.Team, "err", storeErr)
+			cl.degraded, cl.engine, cl.limits = mode, g.fallback, local
+		}
+		return r, res, err
+	}
+	g.log.Warn("budget store unavailable: failing closed", "request_id", cl.id, "route", route, "err", storeErr)
+	return nil, budget.Result{Decider: -1}, storeErr
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// Finish is the sequence's last step: it settles cl's reservation against
+// what the upstream reported (nothing when it did not serve the request),
+// hands the ledger its entry, fires the alerts the spend crossed and
+// records the spend in the metrics. It survives the client going away;
+// with Options.SettleAfterResponse it runs on a worker after Finish
+// returns, so call it once the response is written.
+func (g *Gateway) Finish(ctx context.Context, cl *Call) {
+	ctx = context.WithoutCancel(ctx)
+	if !g.settleAsync {
+		g.finish(ctx, cl)
+		return
+	}
+	g.settling.run(func() { g.finish(ctx, cl) })
+}
+
+// Done counts cl by how it ended. Call it once, however far cl got.
+func (g *Gateway) Done(cl *Call) {
+	g.metrics.Requests.WithLabelValues(cl.req.Route, cl.principal.Team, cl.Model(), cl.outcome).Inc()
+}
+
+func (g *Gateway) finish(ctx context.Context, cl *Call) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cl.paid != nil {
+		g.finishPaid(ctx, cl)
+		return
+	}
+	u, served := cl.usage, cl.ok
+	actual := budget.Amounts{}
+	if served {
+		cost, err := cl.served.price.Cost(u)
+		if cl.chargeReserved {
+			cost, err = cl.estimate.Cost, nil
+		}
+		if err != nil {
+			// Usage we cannot price is charged at the reservation: over,
+			// never under.
+			g.log.Warn("pricing reported usage", "request_id", cl.id, "err", err)
+			cost, u.Estimated = cl.estimate.Cost, true
+		}
+		actual = budget.Amounts{Tokens: u.TotalTokens(), Requests: cl.estimate.Requests, Cost: cost}
+	}
+	e := cl.entry()
+	e.Usage, e.Cost, e.Served, e.Degraded = u, actual.Cost, served, cl.degraded
+	e.Upstream = ""
+	if cl.served != nil {
+		e.Upstream = cl.served.target.name
+	}
+	outcome := g.settle(ctx, cl, e, actual)
+	if served {
+		g.observeUsage(cl, u, actual)
+	}
+	g.log.Info("request",
+		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
+		"model", cl.model, "stream", cl.llm.Stream, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
+		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
+		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
+		"duration_ms", g.now().Sub(cl.start).Milliseconds())
+}
+
+// settle charges cl's reservation the actual amounts and hands the ledger
+// its entry e (the reservation's id, outcome and, for a settlement that
+// corrected a sweep, the difference filled in); spend let through while
+// the store was unavailable is recorded for when it answers. It is the
+// one settlement step of LLM and paid routes.
+func (g *Gateway) settle(ctx context.Context, cl *Call, e *budget.Entry, actual budget.Amounts) budget.Outcome {
+	var outcome budget.Outcome
+	if cl.reservation != nil {
+		g.holds.observe(g.now().Sub(cl.reservedAt))
+		e.ReservationID = cl.reservation.ID
+		start := g.now()
+		var err error
+		outcome, err = cl.engine.SettleEntry(ctx, cl.reservation, actual, e)
+		g.metrics.StoreLatency.WithLabelValues("settle").Observe(g.now().Sub(start).Seconds())
+		if err != nil {
+			g.metrics.StoreErrors.WithLabelValues("settle").Inc()
+			g.log.Error("settling", "request_id", cl.id, "reservation", e.ReservationID, "err", err)
+		}
+	}
+	if outcome == budget.Settled || outcome == budget.Corrected {
+		g.alerts.settled(ctx, cl, actual)
+	}
+	if cl.degraded != "" && e.Served {
+		// Spend made while the store was away is charged to it when it
+		// answers again (the store spools it until then), with its ledger
+		// entry, to the periods in force now.
+		e.Time = g.now()
+		if err := g.engine.RecordUnreserved(ctx, cl.limits, actual, e); err != nil {
+			g.log.Error("recording spend made while the store was unavailable", "request_id", cl.id, "err", err)
+		}
+	}
+	e.Outcome = outcome.String()
+	if outcome == budget.Corrected {
+		// The ledger has the sweep's entry, charged at the reservation:
+		// this one carries the difference.
+		*e = budget.CorrectionOf(*e)
+	}
+	if f := g.ledger.Load(); f != nil {
+		(*f)(*e)
+	}
+	return outcome
+}

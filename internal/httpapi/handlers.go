@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/internal/gateway"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// proxy serves one LLM endpoint: decode the request into the gateway's
+// steps — Admit (estimate, reserve), Forward (relay the answer as it
+// arrives), Finish (settle after the response) — and encode what they
+// refuse through the error table.
+func (s *Server) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := s.request(c, route)
+		cl, err := s.gw.Admit(c.Request().Context(), ep, req)
+		return s.serve(c, cl, err)
+	}
+}
+
+// paid serves the paid route name, mounted at prefix, through the same
+// steps.
+func (s *Server) paid(name, prefix string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := s.request(c, prefix)
+		cl, err := s.gw.AdmitPaid(c.Request().Context(), name, req)
+		return s.serve(c, cl, err)
+	}
+}
+
+// request is what the gateway needs of c's request; its id is on the
+// response from the start, refusals included.
+func (s *Server) request(c echo.Context, route string) gateway.Request {
+	r, st := c.Request(), settingsOf(c)
+	req := gateway.Request{ID: gateway.NewID(), Principal: principalOf(c), Settings: st, Route: route,
+		User: r.Header.Get(st.Config().UserHeader), IP: authguard.ClientIP(r, st.Trusted()),
+		Method: r.Method, Target: r.URL.RequestURI(), Signature: r.Header.Get(SignatureHeader), Header: r.Header}
+	req.Body = func() ([]byte, error) { return readBody(c, st.Config().MaxBodyBytes) }
+	c.Response().Header().Set("X-Tollgate-Request-Id", req.ID)
+	return req
+}
+
+// serve runs an admitted call (admitErr nil) to its end: the limit
+// headers, the upstream's answer, the settlement after it.
+func (s *Server) serve(c echo.Context, cl *gateway.Call, admitErr error) error {
+	defer s.gw.Done(cl)
+	if admitErr != nil {
+		s.countRefusal(admitErr, cl.Team())
+		return admitErr
+	}
+	h := c.Response().Header()
+	writeLimitHeaders(h, cl.Limits(), cl.Reserved())
+	if k := cl.Clamped(); k != nil {
+		h.Set("X-Tollgate-Output-Clamped", fmt.Sprintf("%s=%d; requested=%d", k.Field, k.Granted, k.Requested))
+	}
+	err := s.gw.Forward(c.Request().Context(), cl, c.Response())
+	s.gw.Finish(c.Request().Context(), cl)
+	var upErr *gateway.UpstreamRefused
+	if errors.As(err, &upErr) {
+		s.countRefusal(err, cl.Team())
+	}
+	return err
+}

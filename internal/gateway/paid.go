@@ -26,14 +26,18 @@ type paidRoute struct {
 	max budget.Money
 }
 
-func newPaidRoute(r config.PaidRoute) (*paidRoute, error) {
+// newPaidRoute builds the route r, on rt (nil: a transport of its own).
+func newPaidRoute(r config.PaidRoute, rt http.RoundTripper) (*paidRoute, error) {
 	hi, lo := bits.Mul64(uint64(r.PerUnit.Value), uint64(r.MaxUnits))
 	if hi != 0 || lo > 1<<62 {
 		return nil, errors.New("gateway: paid route " + r.Name + ": per_unit × max_units overflows")
 	}
+	if rt == nil {
+		rt = newTransport(10*time.Second, r.Timeout)
+	}
 	return &paidRoute{
 		cfg:    r,
-		client: &http.Client{Transport: newTransport(10*time.Second, r.Timeout), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client: &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		max:    budget.Money(r.PerRequest.Value + int64(lo)),
 	}, nil
 }

@@ -132,7 +132,7 @@ func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 	}
 	st.authFail = authguard.Policy{Failures: c.AuthFailures.Limit, Window: c.AuthFailures.Window}
 	for _, r := range c.PaidRoutes {
-		p, err := newPaidRoute(r)
+		p, err := newPaidRoute(r, g.transport)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,253 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/internal/gateway"
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// A served answer is relayed as it came and settled at the usage the
+// upstream reported, at its price; the upstream gets the bounded body
+// with its own key, never the client's.
+func TestServedAnswerIsSettledAtReportedUsage(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	req := f.request(fullKey, "/v1/chat/completions", hello)
+	req.Header.Set("Authorization", "Bearer "+fullKey)
+	req.Header.Set("User-Agent", "test-client/1")
+	o := f.do(context.Background(), upstream.Chat, req)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.resp.Code != 200 || o.resp.Body.String() != chatJSON(10, 5) || o.resp.Header().Get("X-Tollgate-Upstream") != "main" {
+		t.Fatalf("relayed %d %q (upstream %q)", o.resp.Code, o.resp.Body, o.resp.Header().Get("X-Tollgate-Upstream"))
+	}
+	got := f.up.requests()[0]
+	if got.host != "main.test" || got.header.Get("Authorization") != "Bearer main-secret" || got.header.Get("User-Agent") != "test-client/1" {
+		t.Fatalf("upstream got host %s, headers %v", got.host, got.header)
+	}
+	if !strings.Contains(got.body, `"max_completion_tokens":100`) {
+		t.Fatalf("forwarded body %s has no default cap", got.body)
+	}
+	if spent, pending := f.spent(); spent != 10+2*5 || pending != 0 {
+		t.Fatalf("spent %d, pending %d; want 20, 0", spent, pending)
+	}
+	e := f.ledger()
+	if len(e) != 1 || e[0].Cost != 20 || e[0].Reserved != 208 || e[0].Outcome != "settled" || e[0].Upstream != "main" || e[0].Usage.Estimated {
+		t.Fatalf("ledger %+v", e)
+	}
+	if o.call.Outcome() != "served" || counter(t, f.metrics.Requests, "/v1/chat/completions", "ml", "m", "served") != 1 {
+		t.Fatalf("outcome %q", o.call.Outcome())
+	}
+}
+
+// A stream is relayed event by event and settled from its usage chunk;
+// the usage-only chunk the gateway asked for is not passed on.
+func TestStreamIsSettledFromItsUsageChunk(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, body []byte) (*http.Response, error) {
+		if !strings.Contains(string(body), `"include_usage":true`) {
+			t.Errorf("the stream's usage was not asked for: %s", body)
+		}
+		return sseAnswer(r, `{"choices":[{"index":0,"delta":{"content":"hi"}}]}`,
+			`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":7,"total_tokens":17}}`, `[DONE]`), nil
+	})
+	o := f.chat(fullKey, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if body := o.resp.Body.String(); !strings.Contains(body, `"hi"`) || strings.Contains(body, "usage") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("relayed %q", body)
+	}
+	if spent, _ := f.spent(); spent != 10+2*7 {
+		t.Fatalf("spent %d, want 24", spent)
+	}
+}
+
+// An upstream that ignores the cap is cut off at the reserved bound, and
+// the request is charged its reservation: never more.
+func TestStreamPastItsBoundIsCutAtTheReservation(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		events := make([]string, 0, 400)
+		for range 400 {
+			events = append(events, `{"choices":[{"index":0,"delta":{"content":" word"}}]}`)
+		}
+		return sseAnswer(r, events...), nil
+	})
+	o := f.chat(fullKey, `{"model":"m","stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hello"}]}`)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if !strings.Contains(o.resp.Body.String(), "output tokens reserved") {
+		t.Fatalf("no overrun event in %q", o.resp.Body.String()[max(0, o.resp.Body.Len()-300):])
+	}
+	if spent, _ := f.spent(); spent != 8+2*20 {
+		t.Fatalf("spent %d, want the reservation 48", spent)
+	}
+	if got := counter(t, f.metrics.StreamsCut, "m"); got != 1 {
+		t.Fatalf("streams cut %v", got)
+	}
+}
+
+// An upstream's failure is relayed and charges nothing; it opens the
+// breaker, and then the model's fallback serves, at its own price, or the
+// request is refused without reaching anyone.
+func TestUpstreamFailuresChargeNothingAndFallBack(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		if r.URL.Host == "main.test" {
+			return jsonAnswer(r, 500, `{"error":{"message":"boom"}}`), nil
+		}
+		return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+	})
+	o := f.chat(fullKey, hello)
+	if o.err != nil || o.resp.Code != 500 || o.call.Outcome() != "upstream_error" {
+		t.Fatalf("a 5xx: %v, %d, %q", o.err, o.resp.Code, o.call.Outcome())
+	}
+	if spent, pending := f.spent(); spent != 0 || pending != 0 {
+		t.Fatalf("a failed request charged %d (pending %d)", spent, pending)
+	}
+	// The breaker is open (one failure opens it here): m has no fallback.
+	o = f.chat(fullKey, hello)
+	var refused *gateway.UpstreamRefused
+	if !errors.As(o.err, &refused) || refused.Code != "upstream_circuit_open" || refused.RetryAfter <= 0 {
+		t.Fatalf("with the breaker open: %v", o.err)
+	}
+	// m2 falls back to backup, charged at backup's price.
+	o = f.chat(fullKey, `{"model":"m2","messages":[{"role":"user","content":"hello"}]}`)
+	if o.err != nil || o.resp.Header().Get("X-Tollgate-Upstream") != "backup" {
+		t.Fatalf("fallback: %v, upstream %q", o.err, o.resp.Header().Get("X-Tollgate-Upstream"))
+	}
+	if spent, _ := f.spent(); spent != 3*(10+2*5) {
+		t.Fatalf("the fallback charged %d, want backup's price 60", spent)
+	}
+	if got := counter(t, f.metrics.Fallbacks, "main", "backup"); got != 1 {
+		t.Fatalf("fallbacks %v", got)
+	}
+	if n := len(f.up.requests()); n != 2 {
+		t.Fatalf("%d requests reached upstreams, want 2 (the open breaker's none)", n)
+	}
+}
+
+// An upstream that answers 429 with Retry-After is relayed, and backs
+// its breaker off: the next request is refused until then, unsent.
+func TestAnUpstreamsRetryAfterBacksItOff(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		resp := jsonAnswer(r, 429, `{"error":{"message":"slow down","type":"rate_limit_error"}}`)
+		resp.Header.Set("Retry-After", "30")
+		return resp, nil
+	})
+	o := f.chat(fullKey, hello)
+	if o.err != nil || o.resp.Code != 429 || o.resp.Header().Get("Retry-After") != "30" {
+		t.Fatalf("relayed %v %d %v", o.err, o.resp.Code, o.resp.Header())
+	}
+	o = f.chat(fullKey, hello)
+	var refused *gateway.UpstreamRefused
+	if !errors.As(o.err, &refused) || (refused.Code != "upstream_backing_off" && refused.Code != "upstream_circuit_open") || refused.RetryAfter < 29*time.Second {
+		t.Fatalf("after the 429: %v", o.err)
+	}
+	if n := len(f.up.requests()); n != 1 {
+		t.Fatalf("%d requests reached the upstream, want 1", n)
+	}
+}
+
+// No answer, a timeout and a client that left: each is its own error,
+// and none is charged.
+func TestUnansweredRequestsAreReleased(t *testing.T) {
+	for _, tc := range []struct {
+		desc    string
+		answer  func(r *http.Request, _ []byte) (*http.Response, error)
+		cancel  bool
+		want    error
+		outcome string
+	}{
+		{desc: "connection refused", answer: func(*http.Request, []byte) (*http.Response, error) { return nil, errRefusedConn },
+			want: gateway.ErrUpstream, outcome: "upstream_error"},
+		{desc: "past the upstream's timeout", answer: func(*http.Request, []byte) (*http.Response, error) { return nil, errTimeout },
+			want: gateway.ErrUpstreamTimeout, outcome: "upstream_error"},
+		{desc: "the client left", answer: blocked, cancel: true, want: gateway.ErrClientCanceled, outcome: "client_closed"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, setup{teamLimits: teamBudget})
+			f.up.set(tc.answer)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				f.up.arrived = make(chan string, 1)
+				go func() { <-f.up.arrived; cancel() }()
+			}
+			o := f.do(ctx, upstream.Chat, f.request(fullKey, "/v1/chat/completions", hello))
+			if !errors.Is(o.err, tc.want) || o.call.Outcome() != tc.outcome {
+				t.Fatalf("error %v, outcome %q; want %v, %q", o.err, o.call.Outcome(), tc.want, tc.outcome)
+			}
+			if spent, pending := f.spent(); spent != 0 || pending != 0 || f.store.Open() != 0 {
+				t.Fatalf("charged %d, pending %d, %d open", spent, pending, f.store.Open())
+			}
+			if e := f.ledger(); len(e) != 1 || e[0].Served || e[0].Cost != 0 {
+				t.Fatalf("ledger %+v", e)
+			}
+		})
+	}
+}
+
+// A request the upstream's queue does not admit in time is refused
+// before it reaches the upstream, and its reservation is given back.
+func TestAQueueThatDoesNotAdmitInTimeRefuses(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget, queue: "queue: {concurrency: 1, max_wait: 20ms}"})
+	f.up.arrived = make(chan string, 4)
+	release := make(chan struct{})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		<-release
+		return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+	})
+	first := make(chan outcome, 1)
+	go func() { first <- f.chat(fullKey, hello) }()
+	<-f.up.arrived // the first holds the one slot until released
+	o := f.chat(fullKey, hello)
+	var refused *gateway.UpstreamRefused
+	if !errors.As(o.err, &refused) || refused.Code != "upstream_queue_timeout" || o.call.Outcome() != "refused" {
+		t.Fatalf("the second: %v (%q)", o.err, o.call.Outcome())
+	}
+	close(release)
+	if o := <-first; o.err != nil {
+		t.Fatal(o.err)
+	}
+	if spent, pending := f.spent(); spent != 20 || pending != 0 || len(f.up.requests()) != 1 {
+		t.Fatalf("spent %d pending %d, %d upstream requests; want the first only", spent, pending, len(f.up.requests()))
+	}
+}
+
+// A paid route reserves its maximum, forwards the call as it is with the
+// route's key, and is charged the units the answer reports.
+func TestPaidRouteIsChargedItsUnits(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, body []byte) (*http.Response, error) {
+		resp := jsonAnswer(r, 200, `{"hits":[]}`)
+		resp.Header.Set("X-Units", "7")
+		return resp, nil
+	})
+	req := f.request(fullKey, "/paid/search", `{"q":"tollgate"}`)
+	req.Target = "/paid/search/v2/find?lang=en"
+	cl, err := f.gw.AdmitPaid(context.Background(), "search", req)
+	o := f.serve(context.Background(), cl, err)
+	if o.err != nil || o.resp.Body.String() != `{"hits":[]}` {
+		t.Fatalf("%v %q", o.err, o.resp.Body)
+	}
+	got := f.up.requests()[0]
+	if got.host != "paid.test" || got.path != "/api/v2/find" || got.header.Get("X-Api-Key") != "paid-secret" || got.body != `{"q":"tollgate"}` {
+		t.Fatalf("upstream got %+v", got)
+	}
+	if spent, _ := f.spent(); spent != 1000+7*100 {
+		t.Fatalf("spent %d, want $0.001 + 7 × $0.0001", spent)
+	}
+	if e := f.ledger(); len(e) != 1 || e[0].Reserved != 1000+100*100 || e[0].Model != "search" {
+		t.Fatalf("ledger %+v", e)
+	}
+}

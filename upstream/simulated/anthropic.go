@@ -71,6 +71,29 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version header is required")
 		return
 	}
+	prompt := s.claudePrompt(&req)
+	seed := seedOf(body)
+	n, finish := s.replyTokens(seed, req.MaxTokens)
+	s.bill(req.Model, prompt, n)
+	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: reply(seed, n), prompt: prompt, output: n,
+		stop: map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]}
+	if !req.Stream {
+		s.record(req.Model, prompt, n)
+		s.delivered(req.Model, n)
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": m.id, "type": "message", "role": "assistant", "model": m.model,
+			"content":     []any{map[string]any{"type": "text", "text": m.text}},
+			"stop_reason": m.stop, "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": prompt, "output_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+		})
+		return
+	}
+	s.streamMessage(w, r, &m)
+}
+
+// claudePrompt is what Claude bills req's input as: its BPE count scaled
+// by ClaudeFactor, the tools' prompt, and each image.
+func (s *Server) claudePrompt(req *messagesRequest) int64 {
 	c := s.counter(req.Model)
 	var bpe, images int64
 	if len(req.System) > 0 {
@@ -88,38 +111,31 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			bpe += c.Count(string(t))
 		}
 	}
-	prompt := int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images
-	seed := seedOf(body)
-	n, finish := s.replyTokens(seed, req.MaxTokens)
-	s.bill(req.Model, prompt, n)
-	stop := map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]
-	text := reply(seed, n)
-	id := fmt.Sprintf("msg_sim%016x", seed)
-	if !req.Stream {
-		s.record(req.Model, prompt, n)
-		s.delivered(req.Model, n)
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "type": "message", "role": "assistant", "model": req.Model,
-			"content":     []any{map[string]any{"type": "text", "text": text}},
-			"stop_reason": stop, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": prompt, "output_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-		})
-		return
-	}
-	send := s.eventWriter(w, r)
+	return int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images
+}
 
+// claudeMessage is one generated answer of the Messages API.
+type claudeMessage struct {
+	model, id, text, stop string
+	prompt, output        int64
+}
+
+// streamMessage answers with Anthropic's event sequence, with the faults
+// the server was told to make.
+func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claudeMessage) {
+	send := s.eventWriter(w, r)
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"id": m.id, "type": "message", "role": "assistant", "model": m.model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": prompt, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}) {
+		"usage": map[string]any{"input_tokens": m.prompt, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}) {
 		return
 	}
 	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	send("ping", map[string]any{"type": "ping"})
-	words := strings.Fields(text)
+	words := strings.Fields(m.text)
 	var sent int64
 	for j := 0; j < len(words); j += 2 {
-		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= n/2 {
+		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= m.output/2 {
 			if s.opts.Fault == Stall {
 				<-r.Context().Done()
 			}
@@ -132,13 +148,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		k := int64(min(2, len(words)-j))
 		sent += k
-		s.delivered(req.Model, k)
+		s.delivered(m.model, k)
 	}
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	if s.opts.Fault != DropUsage {
-		s.record(req.Model, prompt, n)
-		delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-			"usage": map[string]any{"output_tokens": n}}
+		s.record(m.model, m.prompt, m.output)
+		delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
+			"usage": map[string]any{"output_tokens": m.output}}
 		send("message_delta", delta)
 		if s.opts.Fault == DoubleUsage {
 			send("message_delta", delta)

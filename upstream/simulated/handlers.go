@@ -186,69 +186,92 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // generate answers chat (or legacy completions) with req.N deterministic
 // choices, streamed or not.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, seed uint64, prompt, limit int64, chat bool) {
-	type choice struct {
-		text   string
-		finish string
-		tokens int64
-	}
-	choices := make([]choice, req.N)
+	g := generation{req: req, seed: seed, chat: chat, created: time.Now().Unix(), choices: make([]choice, req.N)}
 	var completion int64
 	for i := range max(req.N, req.BestOf) {
 		n, finish := s.replyTokens(seed+uint64(i), limit)
-		if i < int64(len(choices)) {
-			choices[i] = choice{reply(seed+uint64(i), n), finish, n}
+		if i < int64(len(g.choices)) {
+			g.choices[i] = choice{reply(seed+uint64(i), n), finish, n}
 		}
 		completion += n // best_of bills every candidate generated
 	}
-	u := usage{prompt, completion, prompt + completion}
+	g.usage = usage{prompt, completion, prompt + completion}
 	s.bill(req.Model, prompt, completion)
-	created := time.Now().Unix()
-	object, chunkObject, prefix := "text_completion", "text_completion", "cmpl"
+	g.object, g.chunkObject, g.prefix = "text_completion", "text_completion", "cmpl"
 	if chat {
-		object, chunkObject, prefix = "chat.completion", "chat.completion.chunk", "chatcmpl"
+		g.object, g.chunkObject, g.prefix = "chat.completion", "chat.completion.chunk", "chatcmpl"
 	}
 	if !req.Stream {
-		out := make([]map[string]any, len(choices))
-		for i, c := range choices {
-			out[i] = map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
-			if chat {
-				out[i]["message"] = map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
-			} else {
-				out[i]["text"] = c.text
-			}
-		}
-		s.record(req.Model, u.PromptTokens, u.CompletionTokens)
-		s.delivered(req.Model, completion)
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id(prefix, seed), "object": object, "created": created, "model": req.Model,
-			"choices": out, "usage": u, "system_fingerprint": "fp_simulated"})
+		s.writeCompletion(w, &g)
 		return
 	}
+	s.streamCompletion(w, r, &g)
+}
 
+// choice is one generated answer of a completion.
+type choice struct {
+	text   string
+	finish string
+	tokens int64
+}
+
+// generation is one completion, generated, on its way to the client.
+type generation struct {
+	req                         *request
+	seed                        uint64
+	chat                        bool
+	created                     int64
+	choices                     []choice
+	usage                       usage
+	object, chunkObject, prefix string
+}
+
+// writeCompletion answers a completion in one JSON body.
+func (s *Server) writeCompletion(w http.ResponseWriter, g *generation) {
+	out := make([]map[string]any, len(g.choices))
+	for i, c := range g.choices {
+		out[i] = map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
+		if g.chat {
+			out[i]["message"] = map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
+		} else {
+			out[i]["text"] = c.text
+		}
+	}
+	s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
+	s.delivered(g.req.Model, g.usage.CompletionTokens)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": id(g.prefix, g.seed), "object": g.object, "created": g.created, "model": g.req.Model,
+		"choices": out, "usage": g.usage, "system_fingerprint": "fp_simulated"})
+}
+
+// chunk is one streamed chunk of choice i of g.
+func (g *generation) chunk(i int, text string, finish any, first bool) map[string]any {
+	c := map[string]any{"index": i, "finish_reason": finish, "logprobs": nil}
+	if g.chat {
+		delta := map[string]any{}
+		if first {
+			delta["role"] = "assistant"
+		}
+		if text != "" || first {
+			delta["content"] = text
+		}
+		c["delta"] = delta
+	} else {
+		c["text"] = text
+	}
+	return map[string]any{"id": id(g.prefix, g.seed), "object": g.chunkObject, "created": g.created,
+		"model": g.req.Model, "choices": []any{c}, "system_fingerprint": "fp_simulated"}
+}
+
+// streamCompletion answers a completion as server-sent events, with the
+// faults the server was told to make.
+func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation) {
 	sendEvent := s.eventWriter(w, r)
 	send := func(v any) bool { return sendEvent("", v) }
-
-	chunk := func(i int, text string, finish any, first bool) map[string]any {
-		c := map[string]any{"index": i, "finish_reason": finish, "logprobs": nil}
-		if chat {
-			delta := map[string]any{}
-			if first {
-				delta["role"] = "assistant"
-			}
-			if text != "" || first {
-				delta["content"] = text
-			}
-			c["delta"] = delta
-		} else {
-			c["text"] = text
-		}
-		return map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
-			"model": req.Model, "choices": []any{c}, "system_fingerprint": "fp_simulated"}
-	}
-	half := completion / 2
+	half := g.usage.CompletionTokens / 2
 	var sent int64
-	for i, c := range choices {
-		if chat && !send(chunk(i, "", nil, true)) {
+	for i, c := range g.choices {
+		if g.chat && !send(g.chunk(i, "", nil, true)) {
 			return
 		}
 		// Two words a chunk, as real streams carry a token or a few.
@@ -261,21 +284,21 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 				}
 				return // cut: no finish, no usage, no [DONE]
 			}
-			if !send(chunk(i, piece, nil, false)) {
+			if !send(g.chunk(i, piece, nil, false)) {
 				return
 			}
 			n := int64(min(2, len(words)-j))
 			sent += n
-			s.delivered(req.Model, n)
+			s.delivered(g.req.Model, n)
 		}
-		if !send(chunk(i, "", c.finish, false)) {
+		if !send(g.chunk(i, "", c.finish, false)) {
 			return
 		}
 	}
-	usageChunk := map[string]any{"id": id(prefix, seed), "object": chunkObject, "created": created,
-		"model": req.Model, "choices": []any{}, "usage": u}
-	if req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage {
-		s.record(req.Model, u.PromptTokens, u.CompletionTokens)
+	usageChunk := map[string]any{"id": id(g.prefix, g.seed), "object": g.chunkObject, "created": g.created,
+		"model": g.req.Model, "choices": []any{}, "usage": g.usage}
+	if g.req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage {
+		s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 		if !send(usageChunk) {
 			return
 		}

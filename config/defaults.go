@@ -1,0 +1,188 @@
+package config
+
+import "time"
+
+// Defaults.
+const (
+	DefaultListen           = ":8080"
+	DefaultMaxBodyBytes     = 8 << 20
+	DefaultLease            = 10 * time.Minute
+	DefaultUserHeader       = "X-Tollgate-User"
+	DefaultSnapshotInterval = 30 * time.Second
+	DefaultUpstreamTimeout  = 10 * time.Minute
+	DefaultOutputCap        = 4096
+	DefaultRateWindow       = time.Minute
+	// DefaultClaudeTokenRatio bounds Claude's token count from a BPE count
+	// (o200k_base or cl100k_base) of the same text: Claude's tokenizer is not
+	// public, and on English prose, code and CJK it produces more tokens than
+	// OpenAI's encodings. Operators tune it per model from the metric
+	// tollgate_estimate_actual_ratio.
+	DefaultClaudeTokenRatio = 1.35
+)
+
+// SetDefaults fills every zero field that has a documented default.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	srv := &c.Server
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&srv.ReadHeaderTimeout, 10 * time.Second}, {&srv.BodyTimeout, time.Minute}, {&srv.BodyGrace, 5 * time.Second}, {&srv.IdleTimeout, time.Minute}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if srv.MinBodyRate == 0 {
+		srv.MinBodyRate = 16 << 10
+	}
+	if srv.MaxConnections == 0 {
+		srv.MaxConnections = 4096
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.TimeZone == "" {
+		c.TimeZone = "UTC"
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.AuthFailures.Limit == 0 {
+		c.AuthFailures.Limit = 30
+	}
+	if c.AuthFailures.Window == 0 {
+		c.AuthFailures.Window = time.Minute
+	}
+	if len(c.Alerts.Thresholds) == 0 {
+		c.Alerts.Thresholds = []int64{50, 80, 100}
+	}
+	if c.Bypass.Window == 0 {
+		c.Bypass.Window = 300 * time.Second
+	}
+	if c.UserHeader == "" {
+		c.UserHeader = DefaultUserHeader
+	}
+	if c.Store.Kind == "" {
+		c.Store.Kind = "embedded"
+	}
+	if c.Store.SnapshotInterval == 0 {
+		c.Store.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if r := &c.Store.Redis; c.Store.Kind == "redis" {
+		if r.Prefix == "" {
+			r.Prefix = "tg"
+		}
+		if r.Timeout == 0 {
+			r.Timeout = time.Second
+		}
+		if r.SettleTimeout == 0 {
+			r.SettleTimeout = time.Second
+		}
+		if r.LeaseFlush == 0 {
+			r.LeaseFlush = 200 * time.Millisecond
+		}
+		if r.LeaseTTL == 0 {
+			r.LeaseTTL = 10 * time.Second
+		}
+		if r.OnUnavailable == "" {
+			r.OnUnavailable = "fail_closed"
+		}
+		if r.Instances == 0 {
+			r.Instances = 1
+		}
+		if r.PoolSize == 0 {
+			r.PoolSize = 256
+		}
+		if r.SpoolMax == 0 {
+			r.SpoolMax = 100_000
+		}
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if u.Kind == "" {
+			u.Kind = "openai"
+		}
+		if u.Timeout == 0 {
+			u.Timeout = DefaultUpstreamTimeout
+		}
+		if u.ConnectTimeout == 0 {
+			u.ConnectTimeout = 10 * time.Second
+		}
+		if u.FirstByteTimeout == 0 {
+			u.FirstByteTimeout = 5 * time.Minute
+		}
+		if u.IdleTimeout == 0 {
+			u.IdleTimeout = 2 * time.Minute
+		}
+	}
+	anthropic := map[string]bool{}
+	for _, u := range c.Upstreams {
+		if u.Kind == "anthropic" {
+			for _, m := range u.Models {
+				anthropic[m] = true
+			}
+		}
+	}
+	for i := range c.PaidRoutes {
+		r := &c.PaidRoutes[i]
+		if r.AuthHeader == "" {
+			r.AuthHeader = "Authorization"
+		}
+		if r.Timeout == 0 {
+			r.Timeout = time.Minute
+		}
+	}
+	for name, m := range c.Models {
+		if m.TokenRatio == 0 {
+			m.TokenRatio = 1
+			if anthropic[name] {
+				m.TokenRatio = DefaultClaudeTokenRatio
+			}
+		}
+		if m.ImageTokens == 0 && !m.Embedding {
+			if high, low, ok := imageBound(name); ok {
+				m.ImageTokens = high
+				if m.ImageTokensLow == 0 {
+					m.ImageTokensLow = low
+				}
+			}
+		}
+		if m.DefaultOutputTokens == 0 && !m.Embedding {
+			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
+		}
+		c.Models[name] = m
+	}
+	defaultLimits := func(ls []Limit) {
+		for i := range ls {
+			if ls[i].Kind == "rate" && ls[i].Window == 0 {
+				ls[i].Window = DefaultRateWindow
+			}
+			if ls[i].OverBudget == "clamp" && ls[i].ClampMinOutputTokens == 0 {
+				ls[i].ClampMinOutputTokens = 16
+			}
+			if ls[i].Kind == "concurrency" && ls[i].Unit == "" {
+				ls[i].Unit = "requests"
+			}
+		}
+	}
+	for _, ls := range c.Plans {
+		defaultLimits(ls)
+	}
+	for i := range c.Orgs {
+		o := &c.Orgs[i]
+		defaultLimits(o.Limits)
+		for j := range o.Teams {
+			t := &o.Teams[j]
+			defaultLimits(t.Limits)
+			defaultLimits(t.UserLimits)
+			for _, ls := range t.ModelLimits {
+				defaultLimits(ls)
+			}
+			for k := range t.Keys {
+				defaultLimits(t.Keys[k].Limits)
+			}
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 // BenchmarkLedgerDrain: how fast one instance's consumer moves a backlog
@@ -49,16 +50,13 @@ func BenchmarkLedgerDrain(b *testing.B) {
 		defer close(done)
 		s.ConsumeLedger(ctx, pg.Insert, redisstore.ConsumerOptions{Name: "bench", Partitions: []string{"acme"}, Block: 10 * time.Millisecond})
 	}()
-	for {
+	testkit.WaitFor(time.Hour, func() bool {
 		n, err := rdb.XLen(bg, s.LedgerStream("acme")).Result()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return n == 0
+	})
 	b.StopTimer()
 	cancel()
 	<-done

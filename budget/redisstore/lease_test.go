@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget/redisstore"
 	"github.com/tollgate-dev/tollgate/budget/storetest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 )
 
 func leased(rdb redis.UniversalClient, now func() time.Time) *redisstore.Store {
@@ -180,25 +181,19 @@ func pairs(t *testing.T, e *budget.Engine, l budget.Limit, n int, cost budget.Mo
 // may still be open for a moment), up to 5 s.
 func returnLeases(t *testing.T, s *redisstore.Store) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		err := s.ReturnLeases(bg)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var err error
+	if !testkit.WaitFor(5*time.Second, func() bool { err = s.ReturnLeases(bg); return err == nil }) {
+		t.Fatal(err)
 	}
 }
 
 // refusedWithin reserves until the store says it is unavailable, up to 5 s.
 func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+	if !testkit.WaitFor(5*time.Second, func() bool {
 		r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
 		if errors.Is(err, budget.ErrStoreUnavailable) {
-			return
+			return true
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -206,8 +201,10 @@ func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
 		if _, err := e.Settle(bg, r, budget.Amounts{Cost: 0}); err != nil {
 			t.Fatal(err)
 		}
+		return false
+	}) {
+		t.Fatal("a leased store kept admitting for 5 s with Redis away")
 	}
-	t.Fatal("a leased store kept admitting for 5 s with Redis away")
 }
 
 // A frozen Redis: the first flush that fails stops local admission, so a

@@ -144,17 +144,16 @@ func ledgerStream(t *testing.T, rdb redis.UniversalClient) {
 	}()
 	got := sk.wait(t, 5)
 	// The dead consumer, holding nothing now, leaves the group.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		cs, err := rdb.XInfoConsumers(bg, s.LedgerStream("acme"), "tollgate-ledger").Result()
+	var cs []redis.XInfoConsumer
+	if !testkit.WaitFor(5*time.Second, func() bool {
+		var err error
+		cs, err = rdb.XInfoConsumers(bg, s.LedgerStream("acme"), "tollgate-ledger").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cs) == 1 && cs[0].Name == "live" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumers left in the group: %+v", cs)
-		}
+		return len(cs) == 1 && cs[0].Name == "live"
+	}) {
+		t.Fatalf("consumers left in the group: %+v", cs)
 	}
 	cancel()
 	<-done

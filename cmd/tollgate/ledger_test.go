@@ -133,14 +133,12 @@ func TestLedgerReseed(t *testing.T) {
 	}
 	// All in PostgreSQL. (With budget leases an entry reaches the stream
 	// at the next flush: an empty stream alone could be one between two.)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	if !testkit.WaitFor(10*time.Second, func() bool {
 		var rows int
-		if err := db.Conn().QueryRow(context.Background(), "SELECT count(*) FROM tollgate_ledger").Scan(&rows); err == nil && rows == 30 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first 30 entries did not reach PostgreSQL")
-		}
+		err := db.Conn().QueryRow(context.Background(), "SELECT count(*) FROM tollgate_ledger").Scan(&rows)
+		return err == nil && rows == 30
+	}) {
+		t.Fatal("the first 30 entries did not reach PostgreSQL")
 	}
 	waitStream(0)
 	// PostgreSQL away: these wait in the stream; then the gateway stops.

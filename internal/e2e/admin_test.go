@@ -332,7 +332,7 @@ func TestFinancePageInChromium(t *testing.T) {
 		USDMicros int64 `json:"usd_micros"`
 		Requests  int64
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.WaitFor(5*time.Second, func() bool {
 		_, body := adminCall(t, "GET", url+"/admin/v1/reports?month="+month+"&by=org,team", financeToken, "")
 		var rep struct {
 			Rows []struct {
@@ -347,10 +347,8 @@ func TestFinancePageInChromium(t *testing.T) {
 		for _, r := range rows {
 			n += r.Requests
 		}
-		if n == 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return n == 3
+	})
 	png := filepath.Join(t.TempDir(), "finance.png")
 	dom := chromium(t, url+"/admin/?token="+financeToken, png)
 	if info, err := os.Stat(png); err != nil || info.Size() < 1000 {

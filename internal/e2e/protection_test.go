@@ -26,6 +26,8 @@ type faulty struct {
 	status atomic.Int64 // non-zero: answer every request with it
 	calls  atomic.Int64
 	header http.Header
+	// hold, if set, keeps each request at the upstream until it is closed.
+	hold chan struct{}
 }
 
 func newFaulty(t *testing.T, opts simulated.Options) *faulty {
@@ -37,6 +39,9 @@ func newFaulty(t *testing.T, opts simulated.Options) *faulty {
 	f := &faulty{sim: sim, header: http.Header{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.calls.Add(1)
+		if f.hold != nil {
+			<-f.hold
+		}
 		if s := f.status.Load(); s != 0 {
 			for k, v := range f.header {
 				w.Header()[k] = v
@@ -171,26 +176,35 @@ func TestUpstream429IsHonoured(t *testing.T) {
 }
 
 func TestQueueFullRefusesAndReleases(t *testing.T) {
-	up := newFaulty(t, simulated.Options{ChunkDelay: 20 * time.Millisecond, ReplyTokens: func(uint64) int64 { return 20 }})
+	up := newFaulty(t, simulated.Options{ReplyTokens: func(uint64) int64 { return 20 }})
+	up.hold = make(chan struct{})
 	url, a := protected(t, up, nil, "    queue: {concurrency: 1, max_length: 1, max_wait: 5s}\n")
-	var wg sync.WaitGroup
-	statuses := make(chan int, 2)
-	for i := range 2 { // one streaming upstream, one waiting in the queue
-		wg.Go(func() {
-			status, _, _, _ := send(http.DefaultClient, url, chatBody(i, true))
-			statuses <- status
-		})
-		time.Sleep(50 * time.Millisecond)
+	type result struct {
+		status int
+		hdr    http.Header
+		body   string
 	}
-	status, hdr, body, _ := send(http.DefaultClient, url, chatBody(7, false))
-	if status != 503 || !strings.Contains(body, "upstream_queue_full") || hdr.Get("Retry-After") == "" {
-		t.Fatalf("third request: %d %s (Retry-After %q)", status, body, hdr.Get("Retry-After"))
+	results := make(chan result, 3)
+	go func() { // the one in flight, held at the upstream
+		status, hdr, body, _ := send(http.DefaultClient, url, chatBody(0, true))
+		results <- result{status, hdr, body}
+	}()
+	if !testkit.WaitFor(5*time.Second, func() bool { return up.calls.Load() == 1 }) {
+		t.Fatal("the first request never reached the upstream")
 	}
-	wg.Wait()
-	close(statuses)
-	for s := range statuses {
-		if s != 200 {
-			t.Fatalf("a queued request ended %d", s)
+	for i := 1; i <= 2; i++ { // one waits in the queue; the other finds it full
+		go func() {
+			status, hdr, body, _ := send(http.DefaultClient, url, chatBody(i, i == 1))
+			results <- result{status, hdr, body}
+		}()
+	}
+	if r := <-results; r.status != 503 || !strings.Contains(r.body, "upstream_queue_full") || r.hdr.Get("Retry-After") == "" {
+		t.Fatalf("the request past the queue: %d %s (Retry-After %q)", r.status, r.body, r.hdr.Get("Retry-After"))
+	}
+	close(up.hold)
+	for range 2 {
+		if r := <-results; r.status != 200 {
+			t.Fatalf("a queued request ended %d %s", r.status, r.body)
 		}
 	}
 	u := up.sim.Stats().Usage["test-model"]

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -55,13 +56,14 @@ func TestLateSettlementCorrectsASweepThroughRedis(t *testing.T) {
 	}
 	// The other instance's sweeper finds the lease run out.
 	swept := 0
-	for deadline := time.Now().Add(10 * time.Second); swept == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testkit.WaitFor(10*time.Second, func() bool {
 		n, err := h.apps[1].Engine().Store().Sweep(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		swept += n
-	}
+		return swept > 0
+	})
 	spent, pending := h.readRedis("tg:{acme}:c:" + teamMonth + ":" + budget.PeriodID(budget.Month, time.Now(), nil))
 	if swept != 1 || pending != 0 || spent < 1600 {
 		t.Fatalf("swept %d: spent %d pending %d, want the reservation charged in full", swept, spent, pending)
@@ -146,19 +148,17 @@ func TestKeyBudgetAlertsThroughRedis(t *testing.T) {
 		}
 	}
 	byThreshold := map[int64]int{}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testkit.WaitFor(10*time.Second, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
 		clear(byThreshold)
 		for _, a := range got {
 			if a.Scope == "key" && a.Key == "k1" && a.Basis == "settled" {
 				byThreshold[a.Threshold]++
 			}
 		}
-		mu.Unlock()
-		if byThreshold[50] >= 1 && byThreshold[80] >= 1 && byThreshold[100] >= 1 {
-			break
-		}
-	}
+		return byThreshold[50] >= 1 && byThreshold[80] >= 1 && byThreshold[100] >= 1
+	})
 	if byThreshold[50] != 1 || byThreshold[80] != 1 || byThreshold[100] != 1 {
 		mu.Lock()
 		defer mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -414,20 +415,56 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	// want waits for n webhooks at 50 and 80 %, then for any duplicate.
-	want := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			mu.Lock()
-			done := got[80] >= n && got[50] >= n
-			mu.Unlock()
-			if done {
-				break
+	// claimed is how many alerts the instances claimed, by threshold:
+	// each claim sends one webhook.
+	claimed := func() map[int64]int {
+		out := map[int64]int{}
+		for _, a := range h.apps {
+			fams, err := a.Registry().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fams {
+				if f.GetName() != "tollgate_budget_alerts_total" {
+					continue
+				}
+				for _, m := range f.Metric {
+					for _, l := range m.Label {
+						if th, err := strconv.ParseInt(l.GetValue(), 10, 64); l.GetName() == "threshold" && err == nil {
+							out[th] += int(m.GetCounter().GetValue())
+						}
+					}
+				}
 			}
 		}
-		time.Sleep(200 * time.Millisecond) // let any duplicate arrive
+		return out
+	}
+	// want waits for every settlement of the load (an alert is claimed at
+	// a reservation or a settlement), then for the webhook of every claim:
+	// no other can come after. Exactly n at 50 and 80 %.
+	want := func(n int) {
+		t.Helper()
+		if !testkit.WaitFor(10*time.Second, func() bool {
+			for _, a := range h.apps {
+				if a.Gateway().Settling() != 0 {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatal("settlements still under way after 10 s")
+		}
+		claims := claimed()
+		testkit.WaitFor(10*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Equal(got, claims)
+		})
 		mu.Lock()
 		defer mu.Unlock()
+		if !maps.Equal(got, claims) {
+			t.Fatalf("webhooks by threshold %v, claims %v", got, claims)
+		}
 		if got[50] != n || got[80] != n {
 			t.Fatalf("webhooks by threshold: %v, want exactly %d each for 50 and 80", got, n)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -247,14 +248,11 @@ func TestClientDisconnectSettlesDeliveredTokens(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
 	var spent, pending int64
-	for time.Now().Before(deadline) {
-		if spent, pending = h.spent(teamMonth); pending == 0 && spent > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(5*time.Second, func() bool {
+		spent, pending = h.spent(teamMonth)
+		return pending == 0 && spent > 0
+	})
 	if pending != 0 || spent == 0 {
 		t.Fatalf("after disconnect spent=%d pending=%d: the stream was not settled", spent, pending)
 	}

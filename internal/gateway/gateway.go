@@ -180,5 +180,10 @@ func (g *Gateway) OnSettle(f func(budget.Entry)) { g.ledger.Store(&f) }
 // is closed.
 func (g *Gateway) Drain() { g.settling.drain() }
 
+// Settling is how many settlements are under way after their responses
+// (Options.SettleAfterResponse): an alert or a ledger entry that a
+// settlement makes is made by the time it is 0.
+func (g *Gateway) Settling() int64 { return g.settling.n.Load() }
+
 // NewID returns a new request id.
 func NewID() string { return rand.Text()[:20] }

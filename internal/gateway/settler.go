@@ -1,6 +1,9 @@
 package gateway
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // settler runs settlements after their handlers have returned, on
 // long-lived workers: a goroutine per settlement would start each one on a
@@ -12,6 +15,7 @@ type settler struct {
 	queue   chan func()
 	drained bool
 	pending sync.WaitGroup // settlements not yet done
+	n       atomic.Int64   // the same, counted
 	workers sync.WaitGroup
 }
 
@@ -35,22 +39,28 @@ func (s *settler) run(f func()) {
 			s.workers.Go(func() {
 				for f := range q {
 					f()
-					s.pending.Done()
+					s.done()
 				}
 			})
 		}
 	}
 	s.pending.Add(1)
+	s.n.Add(1)
 	q := s.queue
 	s.mu.Unlock()
 	select {
 	case q <- f:
 	default:
 		go func() {
-			defer s.pending.Done()
+			defer s.done()
 			f()
 		}()
 	}
+}
+
+func (s *settler) done() {
+	s.n.Add(-1)
+	s.pending.Done()
 }
 
 // drain waits for every settlement handed to run and stops the workers;

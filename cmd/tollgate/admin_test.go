@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -34,18 +33,8 @@ models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens:
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
         keys: [{id: k, hash: "` + policy.HashKey("tg-k") + `"}]}]}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	gw := httptest.NewServer(a.Handler())
-	defer gw.Close()
-	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	url, _ := apptest.Serve(t, src, nil)
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer tg-k")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
@@ -54,7 +43,7 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	resp.Body.Close()
 
 	var out, errOut bytes.Buffer
-	args := []string{"report", "--url", gw.URL, "--token", "tg-cfo", "--by", "team,model"}
+	args := []string{"report", "--url", url, "--token", "tg-cfo", "--by", "team,model"}
 	for range 100 { // the settlement lands just after the answer
 		out.Reset()
 		if code := run(context.Background(), args, &out, &errOut); code != 0 {
@@ -73,34 +62,34 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		t.Fatalf("table rows report no tokens:\n%s", out.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
+	if code := run(context.Background(), []string{"ceiling", "set", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
 		"--name", "usd-month", "--amount", "$20"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "$10.00 → $20.00") {
 		t.Fatalf("ceiling set: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"ceiling", "set", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
+	if code := run(context.Background(), []string{"ceiling", "set", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
 		"--name", "usd-month", "--amount", "$30", "--for", "72h"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "$20.00 → $30.00") || !strings.Contains(out.String(), ", until ") {
 		t.Fatalf("ceiling set --for: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"ceiling", "show", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
+	if code := run(context.Background(), []string{"ceiling", "show", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "$30.00* until ") {
 		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", gw.URL, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month"}, &out, &errOut); code != 0 ||
+	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "team:acme/ml:usd-month "+time.Now().UTC().Format("2006-01")+": spent ") {
 		t.Fatalf("ceiling reset-period: %d %q %s", code, out.String(), errOut.String())
 	}
-	if code := run(context.Background(), []string{"report", "--url", gw.URL, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
+	if code := run(context.Background(), []string{"report", "--url", url, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Fatalf("a wrong token: %d %s", code, errOut.String())
 	}
 
 	// Keys made, listed and revoked from the command line (embedded store:
 	// the registry is keys_path).
 	chat := func(key string) int {
-		req, _ := http.NewRequest(http.MethodPost, gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -109,7 +98,7 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	admin := []string{"--url", gw.URL, "--token", "tg-root"}
+	admin := []string{"--url", url, "--token", "tg-root"}
 	out.Reset()
 	if code := run(context.Background(), append([]string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "etl", "--models", "m"}, admin...), &out, &errOut); code != 0 {
 		t.Fatalf("keys create: %d %s", code, errOut.String())
@@ -129,7 +118,7 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		!strings.Contains(out.String(), "acme/etl revoked at ") || chat(key) != 401 {
 		t.Fatalf("keys revoke: %d %q %s", code, out.String(), errOut.String())
 	}
-	if code := run(context.Background(), []string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "x", "--url", gw.URL, "--token", "tg-cfo"}, &out, &errOut); code != 1 ||
+	if code := run(context.Background(), []string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "x", "--url", url, "--token", "tg-cfo"}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "403") {
 		t.Fatalf("finance making a key: %d %s", code, errOut.String())
 	}

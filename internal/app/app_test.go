@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -74,10 +74,7 @@ func chat(t *testing.T, url string, n int) {
 // A gateway that shuts down writes its state; the next one starts from it.
 func TestShutdownSnapshotsAndRestartResumes(t *testing.T) {
 	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": simUpstream(t), "HASH": policy.HashKey("tg-k")}
-	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t, cfgYAML, vars)
 	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
 
 	a := serve(t, cfg, func(url string) { chat(t, url, 1) })
@@ -98,16 +95,9 @@ func serve(t *testing.T, cfg *config.Config, use func(url string)) *app.App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	use("http://" + ln.Addr().String())
-	cancel()
-	if err := <-done; err != nil {
+	addr, stop := apptest.Run(t, a)
+	use("http://" + addr)
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	http.DefaultClient.CloseIdleConnections()
@@ -190,22 +180,13 @@ func TestShutdownFinishesStreams(t *testing.T) {
 	up := httptest.NewServer(sim)
 	defer up.Close()
 	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-k")}
-	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t, cfgYAML, vars)
 	a, err := app.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+	addr, stop := apptest.Run(t, a)
+	url := "http://" + addr
 
 	started := make(chan struct{}, 50)
 	var wg sync.WaitGroup
@@ -235,9 +216,10 @@ func TestShutdownFinishesStreams(t *testing.T) {
 	for range 50 {
 		<-started // every stream has its headers: it is in flight
 	}
-	cancel() // what SIGTERM does in `tollgate serve`
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }() // what SIGTERM does in `tollgate serve`
 	wg.Wait()
-	if err := <-done; err != nil {
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	if complete.Load() != 50 {
@@ -271,10 +253,7 @@ func TestRequestLogLines(t *testing.T) {
 	up := httptest.NewServer(sim)
 	defer up.Close()
 	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-secret-key-123")}
-	cfg, err := config.Parse([]byte(cfgYAML), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t, cfgYAML, vars)
 	var logs syncBuffer
 	a, err := app.New(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
@@ -347,11 +326,7 @@ func TestReseedFromTheLedgerFile(t *testing.T) {
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "state.json")
 	vars := map[string]string{"SNAP": snap, "UP": simUpstream(t), "HASH": policy.HashKey("tg-k")}
-	cfg, err := config.Parse([]byte("ledger_path: "+filepath.Join(dir, "ledger.jsonl")+"\n"+cfgYAML),
-		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t, "ledger_path: "+filepath.Join(dir, "ledger.jsonl")+"\n"+cfgYAML, vars)
 	bucket, period := "team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil)
 	meter := "spend:o/t/k/m:spend-month"
 	a := serve(t, cfg, func(url string) { chat(t, url, 5) })
@@ -394,11 +369,7 @@ func TestEmbeddedLedgerShippedToPostgres(t *testing.T) {
 	dir := t.TempDir()
 	ledgerPath := filepath.Join(dir, "ledger.jsonl")
 	vars := map[string]string{"SNAP": filepath.Join(dir, "state.json"), "UP": simUpstream(t), "HASH": policy.HashKey("tg-k"), "PG": db.DSN}
-	cfg, err := config.Parse([]byte("ledger_path: "+ledgerPath+"\nledger_postgres: ${PG}\n"+cfgYAML),
-		func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := apptest.Config(t, "ledger_path: "+ledgerPath+"\nledger_postgres: ${PG}\n"+cfgYAML, vars)
 	conn := db.Conn()
 	table := func() (rows, sum int64) {
 		t.Helper()

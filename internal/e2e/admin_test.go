@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -59,17 +59,8 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
         keys: [{id: s1, hash: "` + policy.HashKey(searchKey) + `"}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := httptest.NewServer(a.Handler())
-	t.Cleanup(func() { gw.Close(); a.Close() })
-	return gw.URL, a, sim
+	url, a := apptest.Serve(t, src, nil)
+	return url, a, sim
 }
 
 func adminCall(t *testing.T, method, url, token, body string) (int, string) {

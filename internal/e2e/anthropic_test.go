@@ -15,8 +15,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -47,14 +47,7 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err = app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a = apptest.New(t, src, nil)
 	calls = new(atomic.Int64)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)

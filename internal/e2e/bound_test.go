@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -61,7 +62,7 @@ func newBoundRig(t testing.TB) *boundRig {
 	}
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
-	a := buildApp(t, boundConfig, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey)})
+	a := apptest.New(t, boundConfig, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey)})
 	t.Cleanup(func() { a.Close() })
 	r := &boundRig{handler: a.Handler(), sim: sim}
 	a.Gateway().OnSettle(func(e budget.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })

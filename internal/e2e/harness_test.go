@@ -21,9 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -162,11 +162,7 @@ func startWith(t testing.TB, su setup) *harness {
 	for i := range max(su.instances, 1) {
 		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey), "NARROW_HASH": policy.HashKey(narrowKey), "UNLIMITED_HASH": policy.HashKey(unlimitedKey),
 			"REDIS": su.redisAddr, "PG": su.pgDSN, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
-		cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := app.New(cfg, log)
+		a, err := app.New(apptest.Config(t, src, vars), log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,19 +224,4 @@ func isBudgetRefusal(s string) bool {
 		}
 	}
 	return false
-}
-
-// buildApp parses src with vars as its environment and builds the app;
-// the caller closes it.
-func buildApp(t testing.TB, src string, vars map[string]string) *app.App {
-	t.Helper()
-	cfg, err := config.Parse([]byte(src), func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 )
 
@@ -51,17 +51,7 @@ paid_routes:
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}, {id: ops, hash: "` + policy.HashKey(unlimitedKey) + `", unlimited: true}]}]}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := httptest.NewServer(a.Handler())
-	t.Cleanup(func() { gw.Close(); a.Close() })
-	return gw.URL, a
+	return apptest.Serve(t, src, nil)
 }
 
 func call(t *testing.T, method, url, body string) (int, string) {
@@ -72,15 +62,7 @@ func call(t *testing.T, method, url, body string) (int, string) {
 // callAs sends one request with key and returns its status and body.
 func callAs(t *testing.T, key, method, url, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return adminCall(t, method, url, key, body)
 }
 
 func TestPaidRoutesPricedByRule(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -86,17 +86,7 @@ orgs:
         limits: [` + monthlyTen + `]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err = app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := httptest.NewServer(a.Handler())
-	t.Cleanup(func() { gw.Close(); a.Close() })
-	return gw.URL, a
+	return apptest.Serve(t, src, nil)
 }
 
 func spentNow(t *testing.T, a *app.App) (int64, int64) {
@@ -338,18 +328,8 @@ models:
   test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
 orgs: [{id: acme, teams: [{id: ml, limits: [` + monthlyTen + `], keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]}]}]
 `
-	cfg, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	gw := httptest.NewServer(a.Handler())
-	defer gw.Close()
-	status, _, body, err := send(http.DefaultClient, gw.URL, chatBody(1, false))
+	url, a := apptest.Serve(t, src, nil)
+	status, _, body, err := send(http.DefaultClient, url, chatBody(1, false))
 	if err != nil || status != 200 {
 		t.Fatalf("%d %v %s (upstream saw %s)", status, err, body, sawPath)
 	}

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -28,21 +28,9 @@ func serveGateway(t *testing.T, extra string) string {
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
 	src := extra + strings.Replace(strings.Replace(baseConfig, "TEAM_LIMITS", monthlyTen, 1), "KEY_LIMITS", "", 1)
-	a := buildApp(t, src, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey), "NARROW_HASH": policy.HashKey(narrowKey), "UNLIMITED_HASH": policy.HashKey(unlimitedKey)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
+	a := apptest.New(t, src, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey), "NARROW_HASH": policy.HashKey(narrowKey), "UNLIMITED_HASH": policy.HashKey(unlimitedKey)})
+	addr, _ := apptest.Run(t, a)
+	return addr
 }
 
 // slowClient sends head at once, then one byte of tail every tick until

@@ -12,17 +12,62 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream"
 )
 
-// The adapter's own errors: of authentication, the request's body and
-// routing. The sequence's are the gateway's, budget's and upstream's.
+// row is how one error is answered: status, body, Retry-After, and the
+// reason the refusals metric counts it under.
+type row struct {
+	status     int
+	reason     string
+	typ, code  string
+	message    string
+	retryAfter time.Duration
+}
+
+func (r row) refusal() refusal {
+	return refusal{status: r.status, reason: r.reason, retryAfter: r.retryAfter, body: apiError{Message: r.message, Type: r.typ, Code: r.code}}
+}
+
+// adapterError is an error of the adapter's own (authentication, the
+// request's body, routing), declared with its row of the table.
+type adapterError struct{ row }
+
+func (e *adapterError) Error() string { return "httpapi: " + e.code }
+
 var (
-	errNoKey       = errors.New("httpapi: no API key")
-	errBadKey      = errors.New("httpapi: invalid API key")
-	errTooLarge    = errors.New("httpapi: request body too large")
-	errBodyTimeout = errors.New("httpapi: request body too slow")
-	errNotFound    = errors.New("httpapi: no such route")
-	errMethod      = errors.New("httpapi: method not allowed")
-	errInternal    = errors.New("httpapi: internal error")
+	errNoKey = &adapterError{row{status: http.StatusUnauthorized, reason: "error", typ: "invalid_request_error", code: "missing_api_key",
+		message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'."}}
+	errBadKey = &adapterError{row{status: http.StatusUnauthorized, reason: "error", typ: "invalid_request_error", code: "invalid_api_key",
+		message: "Incorrect API key provided."}}
+	errBodyTimeout = &adapterError{row{status: http.StatusRequestTimeout, reason: "error", typ: "invalid_request_error", code: "request_body_timeout",
+		message: "The request body did not arrive in time (server.body_timeout, server.min_body_rate)."}}
+	errTooLarge = &adapterError{row{status: http.StatusRequestEntityTooLarge, reason: "body_too_large", typ: "invalid_request_error", code: "request_too_large",
+		message: "The request body is larger than the gateway accepts."}}
+	errNotFound = &adapterError{row{status: http.StatusNotFound, reason: "error", typ: "invalid_request_error", code: "unknown_url",
+		message: "Unknown route."}}
+	errMethod = &adapterError{row{status: http.StatusMethodNotAllowed, reason: "error", typ: "invalid_request_error", code: "method_not_allowed",
+		message: "Method not allowed on this route."}}
+	errInternal = &adapterError{row{status: http.StatusInternalServerError, reason: "error", typ: "server_error", code: "internal_error",
+		message: "Internal gateway error."}}
 )
+
+// sentinelRows are the other packages' sentinel errors, each answered
+// the same way every time.
+var sentinelRows = []struct {
+	err error
+	row row
+}{
+	{gateway.ErrBadSignature, row{status: http.StatusUnauthorized, reason: "error", typ: "invalid_request_error", code: "invalid_bypass_signature",
+		message: "The bypass signature does not verify (secret, request, time or a replayed nonce)."}},
+	{budget.ErrStoreUnavailable, row{status: http.StatusServiceUnavailable, reason: "store_unavailable", typ: "server_error", code: "budget_store_unavailable",
+		message: "The budget store is unavailable; the request was not forwarded.", retryAfter: time.Second}},
+	{gateway.ErrUpstreamTimeout, row{status: http.StatusGatewayTimeout, reason: "error", typ: "server_error", code: "upstream_timeout",
+		message: "The upstream did not answer in time."}},
+	{gateway.ErrUpstream, row{status: http.StatusBadGateway, reason: "error", typ: "server_error", code: "upstream_unreachable",
+		message: "The upstream could not be reached."}},
+	{gateway.ErrClientCanceled, row{status: 499, reason: "client_closed", typ: "server_error", code: "client_closed_request",
+		message: "The client closed the request."}},
+	{context.Canceled, row{status: 499, reason: "error", typ: "server_error", code: "client_closed_request",
+		message: "The client closed the request."}},
+}
 
 // authThrottled refuses a client that failed authentication too often.
 type authThrottled struct{ retryAfter time.Duration }
@@ -99,6 +144,7 @@ func mapError(err error) refusal {
 		mErr      *gateway.ModelError
 		upErr     *gateway.UpstreamRefused
 		throttled *authThrottled
+		own       *adapterError
 	)
 	switch {
 	case errors.As(err, &throttled):
@@ -131,32 +177,15 @@ func mapError(err error) refusal {
 			return refusal{status: http.StatusForbidden, reason: "model_not_allowed", body: apiError{Message: mErr.Message(), Type: "permission_error", Param: &param, Code: "model_not_allowed"}}
 		}
 		return refusal{status: http.StatusBadRequest, reason: "model_not_found", body: apiError{Message: mErr.Message(), Type: "invalid_request_error", Param: &param, Code: "model_not_found"}}
-	case errors.Is(err, errNoKey):
-		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "No API key provided. Send it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.", Type: "invalid_request_error", Code: "missing_api_key"}}
-	case errors.Is(err, gateway.ErrBadSignature):
-		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "The bypass signature does not verify (secret, request, time or a replayed nonce).", Type: "invalid_request_error", Code: "invalid_bypass_signature"}}
-	case errors.Is(err, errBadKey):
-		return refusal{status: http.StatusUnauthorized, reason: "error", body: apiError{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}}
-	case errors.Is(err, errBodyTimeout):
-		return refusal{status: http.StatusRequestTimeout, reason: "error", body: apiError{Message: "The request body did not arrive in time (server.body_timeout, server.min_body_rate).", Type: "invalid_request_error", Code: "request_body_timeout"}}
-	case errors.Is(err, errTooLarge):
-		return refusal{status: http.StatusRequestEntityTooLarge, reason: "body_too_large", body: apiError{Message: "The request body is larger than the gateway accepts.", Type: "invalid_request_error", Code: "request_too_large"}}
-	case errors.Is(err, budget.ErrStoreUnavailable):
-		return refusal{status: http.StatusServiceUnavailable, reason: "store_unavailable", retryAfter: time.Second, body: apiError{Message: "The budget store is unavailable; the request was not forwarded.", Type: "server_error", Code: "budget_store_unavailable"}}
-	case errors.Is(err, gateway.ErrUpstreamTimeout):
-		return refusal{status: http.StatusGatewayTimeout, reason: "error", body: apiError{Message: "The upstream did not answer in time.", Type: "server_error", Code: "upstream_timeout"}}
-	case errors.Is(err, gateway.ErrUpstream):
-		return refusal{status: http.StatusBadGateway, reason: "error", body: apiError{Message: "The upstream could not be reached.", Type: "server_error", Code: "upstream_unreachable"}}
-	case errors.Is(err, gateway.ErrClientCanceled):
-		return refusal{status: 499, reason: "client_closed", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
-	case errors.Is(err, context.Canceled):
-		return refusal{status: 499, reason: "error", body: apiError{Message: "The client closed the request.", Type: "server_error", Code: "client_closed_request"}}
-	case errors.Is(err, errNotFound):
-		return refusal{status: http.StatusNotFound, reason: "error", body: apiError{Message: "Unknown route.", Type: "invalid_request_error", Code: "unknown_url"}}
-	case errors.Is(err, errMethod):
-		return refusal{status: http.StatusMethodNotAllowed, reason: "error", body: apiError{Message: "Method not allowed on this route.", Type: "invalid_request_error", Code: "method_not_allowed"}}
+	case errors.As(err, &own):
+		return own.refusal()
 	}
-	return refusal{status: http.StatusInternalServerError, reason: "error", body: apiError{Message: "Internal gateway error.", Type: "server_error", Code: "internal_error"}}
+	for _, r := range sentinelRows {
+		if errors.Is(err, r.err) {
+			return r.row.refusal()
+		}
+	}
+	return errInternal.refusal()
 }
 
 // mapRefused is a limit's refusal. A budget says which of three things

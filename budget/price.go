@@ -9,29 +9,86 @@ type Price struct {
 	Input       Money // per 1M uncached input tokens
 	CachedInput Money // per 1M input tokens served from the provider's cache
 	CacheWrite  Money // per 1M input tokens written to the provider's cache
-	Output      Money // per 1M output tokens (reasoning tokens included)
+	Output      Money // per 1M output tokens (reasoning tokens included, unless Reasoning is set)
+	// Reasoning, InputAudio and OutputAudio price the reasoning, audio
+	// input and audio output parts of a request where the model prices
+	// them apart; zero means at Output, Input and Output.
+	Reasoning   Money
+	InputAudio  Money
+	OutputAudio Money
+	// Above, if set, prices a whole request whose input tokens are more
+	// than Above.Tokens at its rates (long-context pricing): a zero rate
+	// there means the base one.
+	Above *Tier
+}
+
+// Tier is the rates of a request past a long-context threshold.
+type Tier struct {
+	Tokens      int64
+	Input       Money
+	CachedInput Money
+	CacheWrite  Money
+	Output      Money
 }
 
 const perMillion = 1_000_000
 
+// rates is p as it applies to u: the long-context tier's rates where u's
+// input passes its threshold.
+func (p Price) rates(u Usage) Price {
+	t := p.Above
+	if t == nil || u.InputTokens <= t.Tokens {
+		return p
+	}
+	q := p
+	for _, r := range [...]struct {
+		dst *Money
+		v   Money
+	}{
+		{&q.Input, t.Input}, {&q.CachedInput, t.CachedInput}, {&q.CacheWrite, t.CacheWrite}, {&q.Output, t.Output},
+	} {
+		if r.v > 0 {
+			*r.dst = r.v
+		}
+	}
+	return q
+}
+
+func or(rate, base Money) Money {
+	if rate > 0 {
+		return rate
+	}
+	return base
+}
+
 // Cost returns what u costs at p, rounded up to the micro-dollar per kind of
-// token, so a charge is never below the provider's own rounding. Cached and
-// cache-write tokens are parts of InputTokens and are charged at their own
-// rates instead of the input rate.
+// token, so a charge is never below the provider's own rounding. Cached,
+// cache-write and audio tokens are parts of InputTokens, reasoning and
+// audio tokens parts of OutputTokens, each charged at its own rate.
 func (p Price) Cost(u Usage) (Money, error) {
 	if err := u.Validate(); err != nil {
 		return 0, err
 	}
-	uncached := u.InputTokens - u.CachedInputTokens - u.CacheWriteTokens
+	r := p.rates(u)
+	uncached := u.InputTokens - u.CachedInputTokens - u.CacheWriteTokens - u.InputAudioTokens
+	text := u.OutputTokens - u.OutputAudioTokens
+	reasoning := int64(0)
+	if r.Reasoning > 0 {
+		reasoning = min(u.ReasoningTokens, text)
+		text -= reasoning
+	}
 	var total int64
 	for _, part := range [...]struct {
 		tokens int64
 		rate   Money
 	}{
-		{uncached, p.Input},
-		{u.CachedInputTokens, p.CachedInput},
-		{u.CacheWriteTokens, p.CacheWrite},
-		{u.OutputTokens, p.Output},
+		{uncached, r.Input},
+		{u.CachedInputTokens, r.CachedInput},
+		{u.CacheWriteTokens, r.CacheWrite},
+		{u.InputAudioTokens, or(r.InputAudio, r.Input)},
+		{text, r.Output},
+		{reasoning, r.Reasoning},
+		{u.OutputAudioTokens, or(r.OutputAudio, r.Output)},
 	} {
 		c, err := mulDivCeil(part.tokens, int64(part.rate), perMillion)
 		if err != nil {
@@ -46,17 +103,30 @@ func (p Price) Cost(u Usage) (Money, error) {
 
 // Validate reports a negative rate.
 func (p Price) Validate() error {
-	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Output < 0 {
+	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Output < 0 || p.Reasoning < 0 || p.InputAudio < 0 || p.OutputAudio < 0 {
 		return fmt.Errorf("budget: negative price %+v", p)
+	}
+	if t := p.Above; t != nil && (t.Tokens < 0 || t.Input < 0 || t.CachedInput < 0 || t.CacheWrite < 0 || t.Output < 0) {
+		return fmt.Errorf("budget: negative long-context price %+v", *t)
 	}
 	return nil
 }
 
 // ForEstimate is the price an upper bound is computed at: every input token
-// at the dearest input rate, since the gateway cannot know in advance which
-// tokens the provider will read from or write to its cache.
+// at the dearest input rate and every output token at the dearest output
+// rate, since the gateway cannot know in advance which tokens the provider
+// will read from or write to its cache, or which will be audio or
+// reasoning. The long-context tier stays: an estimate whose input is
+// within its threshold bounds a request that is too.
 func (p Price) ForEstimate() Price {
-	q := p
-	q.Input = max(p.Input, p.CachedInput, p.CacheWrite)
+	q := Price{
+		Input:  max(p.Input, p.CachedInput, p.CacheWrite, p.InputAudio),
+		Output: max(p.Output, p.Reasoning, p.OutputAudio),
+	}
+	if t := p.Above; t != nil {
+		q.Above = &Tier{Tokens: t.Tokens,
+			Input:  max(q.Input, t.Input, t.CachedInput, t.CacheWrite),
+			Output: max(q.Output, t.Output)}
+	}
 	return q
 }

@@ -9,7 +9,11 @@ type Usage struct {
 	CachedInputTokens int64 `json:"cached_input_tokens"` // the part of InputTokens read from the provider's cache
 	CacheWriteTokens  int64 `json:"cache_write_tokens"`  // the part of InputTokens written to the provider's cache (Anthropic)
 	OutputTokens      int64 `json:"output_tokens"`       // completion tokens, reasoning tokens included
-	ReasoningTokens   int64 `json:"reasoning_tokens"`    // the part of OutputTokens spent on reasoning (informational)
+	ReasoningTokens   int64 `json:"reasoning_tokens"`    // the part of OutputTokens spent on reasoning
+	// InputAudioTokens and OutputAudioTokens are the audio parts of
+	// InputTokens and OutputTokens.
+	InputAudioTokens  int64 `json:"input_audio_tokens,omitempty"`
+	OutputAudioTokens int64 `json:"output_audio_tokens,omitempty"`
 	// Estimated is true when the upstream reported no usage and the gateway
 	// counted the tokens itself (a truncated stream, a client that went away).
 	Estimated bool `json:"estimated"`
@@ -25,13 +29,19 @@ const maxTokens = 1 << 40
 // Validate refuses negative, inconsistent or absurd figures, so that a broken
 // or hostile upstream body cannot turn a charge into a refund.
 func (u Usage) Validate() error {
-	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens} {
+	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens, u.InputAudioTokens, u.OutputAudioTokens} {
 		if v < 0 || v > maxTokens {
 			return fmt.Errorf("budget: usage figure %d out of range", v)
 		}
 	}
 	if u.CachedInputTokens+u.CacheWriteTokens > u.InputTokens {
 		return fmt.Errorf("budget: cached (%d) and cache-write (%d) input tokens exceed input tokens %d", u.CachedInputTokens, u.CacheWriteTokens, u.InputTokens)
+	}
+	if u.CachedInputTokens+u.CacheWriteTokens+u.InputAudioTokens > u.InputTokens {
+		return fmt.Errorf("budget: cached, cache-write and audio input tokens exceed input tokens %d", u.InputTokens)
+	}
+	if u.OutputAudioTokens > u.OutputTokens {
+		return fmt.Errorf("budget: audio output tokens %d exceed output tokens %d", u.OutputAudioTokens, u.OutputTokens)
 	}
 	if u.ReasoningTokens > u.OutputTokens {
 		return fmt.Errorf("budget: reasoning tokens %d exceed output tokens %d", u.ReasoningTokens, u.OutputTokens)

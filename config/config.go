@@ -249,6 +249,11 @@ type Upstream struct {
 	// "azure" (Azure OpenAI: deployments in the path, api-version, api-key)
 	// or "anthropic" (the Messages API).
 	Kind string `yaml:"kind"`
+	// Preset names an OpenAI-compatible provider (mistral, groq, deepseek,
+	// together, fireworks, openrouter, xai, vllm, ollama): its address by
+	// default, its quirks (the output cap field it honours, how its
+	// streams report usage) and its prices in the catalogue.
+	Preset string `yaml:"preset"`
 	// APIVersion is Azure's api-version query parameter.
 	APIVersion string `yaml:"api_version"`
 	// Deployments maps a model to its Azure deployment name (default: the
@@ -324,10 +329,19 @@ type Model struct {
 	// (Anthropic's cache_creation_input_tokens).
 	CacheWrite Money `yaml:"cache_write"`
 	Output     Money `yaml:"output"`
+	// Reasoning, InputAudio and OutputAudio price reasoning, audio input
+	// and audio output tokens where the model prices them apart.
+	Reasoning   Money `yaml:"reasoning"`
+	InputAudio  Money `yaml:"input_audio"`
+	OutputAudio Money `yaml:"output_audio"`
+	// Above prices a whole request whose input passes a number of tokens
+	// at its own rates (long-context pricing).
+	Above *Tier `yaml:"above"`
 	// TokenRatio scales the BPE count into an upper bound for models whose
-	// tokenizer is not public (Claude): input tokens are estimated as
-	// ceil(count × ratio) + a margin. Default 1.0; Anthropic models default
-	// to 1.35. Tune it with tollgate_estimate_actual_ratio.
+	// tokenizer is not one of OpenAI's (Claude, Gemini, Llama, Mistral…):
+	// input tokens are estimated as ceil(count × ratio). Default 1.0 for a
+	// model counted with its own encoding, else 1.35. Tune it with
+	// tollgate_estimate_actual_ratio.
 	TokenRatio float64 `yaml:"token_ratio"`
 	// MaxOutputTokens is the model's own output limit; a request asking for
 	// more is refused.
@@ -345,6 +359,28 @@ type Model struct {
 	ImageTokensLow int64 `yaml:"image_tokens_low"`
 	// Embedding marks an embeddings model (no output tokens).
 	Embedding bool `yaml:"embedding"`
+	// Priced says where the prices in force come from: "config",
+	// "catalogue" (its provider, model and date) or both. Set by
+	// SetDefaults; not read from the file.
+	Priced string `yaml:"-"`
+	// Provider is the catalogue provider the model was resolved at (its
+	// first upstream's). Set by SetDefaults.
+	Provider string `yaml:"-"`
+	// Foreign is true when the model's tokenizer is not the encoding it is
+	// counted with (only OpenAI's models are counted exactly): its count is
+	// scaled by TokenRatio. Set by SetDefaults.
+	Foreign bool `yaml:"-"`
+}
+
+// Tier is a long-context price: a request whose input tokens are more
+// than Tokens is priced at these rates per million tokens (an unset one:
+// the model's base rate).
+type Tier struct {
+	Tokens      int64 `yaml:"tokens"`
+	Input       Money `yaml:"input"`
+	CachedInput Money `yaml:"cached_input"`
+	CacheWrite  Money `yaml:"cache_write"`
+	Output      Money `yaml:"output"`
 }
 
 // Limit is one limit attached to a scope. Amount, Burst: integers in the

@@ -85,7 +85,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 }
 
 func TestEnvValuesCannotChangeStructure(t *testing.T) {
-	src := "upstreams:\n  - name: openai\n    base_url: https://api.openai.com/v1\n    api_key: ${K}\n    models: [m]\nmodels:\n  m: {encoding: o200k_base, max_output_tokens: 10}\n"
+	src := "upstreams:\n  - name: openai\n    base_url: https://api.openai.com/v1\n    api_key: ${K}\n    models: [m]\nmodels:\n  m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}\n"
 	evil := "x\nlisten: \":1\""
 	c, err := config.Parse([]byte(src), func(string) (string, bool) { return evil, true })
 	if err != nil {

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/tollgate-dev/tollgate/upstream/catalog"
+)
 
 // Defaults.
 const (
@@ -12,12 +16,13 @@ const (
 	DefaultUpstreamTimeout  = 10 * time.Minute
 	DefaultOutputCap        = 4096
 	DefaultRateWindow       = time.Minute
-	// DefaultClaudeTokenRatio bounds Claude's token count from a BPE count
-	// (o200k_base or cl100k_base) of the same text: Claude's tokenizer is not
-	// public, and on English prose, code and CJK it produces more tokens than
-	// OpenAI's encodings. Operators tune it per model from the metric
-	// tollgate_estimate_actual_ratio.
-	DefaultClaudeTokenRatio = 1.35
+	// DefaultForeignTokenRatio bounds a model's token count from a BPE
+	// count (o200k_base) of the same text where the model's own tokenizer
+	// is another: Claude's is not public and produces more tokens than
+	// OpenAI's encodings on English prose, code and CJK; Gemini's, Llama's
+	// and Mistral's differ too. Operators tune it per model from the
+	// metric tollgate_estimate_actual_ratio.
+	DefaultForeignTokenRatio = 1.35
 )
 
 // SetDefaults fills every zero field that has a documented default.
@@ -104,6 +109,9 @@ func (c *Config) SetDefaults() {
 		if u.Kind == "" {
 			u.Kind = "openai"
 		}
+		if p, ok := catalog.Presets[u.Preset]; ok && u.Kind == "openai" && u.BaseURL == "" {
+			u.BaseURL = p.BaseURL
+		}
 		if u.Timeout == 0 {
 			u.Timeout = DefaultUpstreamTimeout
 		}
@@ -117,14 +125,7 @@ func (c *Config) SetDefaults() {
 			u.IdleTimeout = 2 * time.Minute
 		}
 	}
-	anthropic := map[string]bool{}
-	for _, u := range c.Upstreams {
-		if u.Kind == "anthropic" {
-			for _, m := range u.Models {
-				anthropic[m] = true
-			}
-		}
-	}
+	c.resolveModels()
 	for i := range c.PaidRoutes {
 		r := &c.PaidRoutes[i]
 		if r.AuthHeader == "" {
@@ -137,8 +138,8 @@ func (c *Config) SetDefaults() {
 	for name, m := range c.Models {
 		if m.TokenRatio == 0 {
 			m.TokenRatio = 1
-			if anthropic[name] {
-				m.TokenRatio = DefaultClaudeTokenRatio
+			if m.Foreign {
+				m.TokenRatio = DefaultForeignTokenRatio
 			}
 		}
 		if m.ImageTokens == 0 && !m.Embedding {

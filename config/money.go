@@ -15,6 +15,9 @@ type Money struct {
 	Value int64
 	// Dollars records that the YAML value was a dollar string.
 	Dollars bool
+	// Set records that the YAML gave a value (0 included): a price set to
+	// zero is free, one left out comes from the catalogue.
+	Set bool
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
@@ -28,14 +31,14 @@ func (m *Money) UnmarshalYAML(n *yaml.Node) error {
 		if err != nil {
 			return fmt.Errorf("line %d: %q: %w", n.Line, n.Value, err)
 		}
-		*m = Money{Value: v, Dollars: true}
+		*m = Money{Value: v, Dollars: true, Set: true}
 		return nil
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		return fmt.Errorf("line %d: %q is not an integer (write dollars as \"$1.25\")", n.Line, n.Value)
 	}
-	*m = Money{Value: v}
+	*m = Money{Value: v, Set: true}
 	return nil
 }
 

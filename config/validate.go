@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/tokenizer"
+	"github.com/tollgate-dev/tollgate/upstream/catalog"
 )
 
 // Routes are the gateway's budgeted routes, as on_unavailable_routes names them.
@@ -158,9 +159,18 @@ func (c *Config) validate(v *validator) {
 		for _, f := range []struct {
 			field string
 			m     Money
-		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output}} {
+		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output},
+			{"reasoning", m.Reasoning}, {"input_audio", m.InputAudio}, {"output_audio", m.OutputAudio}} {
 			if f.m.Value < 0 {
 				v.addf(p+"."+f.field, "price must not be negative")
+			}
+		}
+		if t := m.Above; t != nil {
+			if t.Tokens <= 0 {
+				v.addf(p+".above.tokens", "must be positive: the input tokens past which the tier's rates apply")
+			}
+			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.Output.Value < 0 {
+				v.addf(p+".above", "price must not be negative")
 			}
 		}
 		if m.Embedding {
@@ -203,6 +213,11 @@ func (c *Config) validate(v *validator) {
 			v.addf(p+".name", "duplicate upstream %q", u.Name)
 		}
 		upstreams[u.Name] = true
+		if u.Preset != "" {
+			if _, ok := catalog.Presets[u.Preset]; !ok || u.Kind != "openai" {
+				v.addf(p+".preset", "unknown preset %q for kind %s (want one of %s, with kind openai)", u.Preset, u.Kind, presetNames())
+			}
+		}
 		switch u.Kind {
 		case "openai", "anthropic":
 		case "azure":
@@ -258,8 +273,10 @@ func (c *Config) validate(v *validator) {
 			v.addf(p+".models", "lists no model")
 		}
 		for j, m := range u.Models {
-			if _, ok := c.Models[m]; !ok {
-				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no entry in models (every served model needs a price)", m)
+			if mm := c.Models[m]; !mm.hasPrice() {
+				_, updated := catalog.Source()
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no price: the catalogue (%s) has no %q at %s; give it one in models.%s (input and output per million tokens)",
+					m, updated, m, u.CatalogProvider(), m)
 			}
 			if primary, dup := served[m]; dup {
 				if !slices.Contains(fallbacksOf[primary], u.Name) {

@@ -14,8 +14,8 @@ const policyConfig = `
 time_zone: Europe/Paris
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [gpt-4o, "org/model"]}]
 models:
-  gpt-4o: {encoding: o200k_base, max_output_tokens: 10}
-  org/model: {encoding: o200k_base, max_output_tokens: 10}
+  gpt-4o: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}
+  org/model: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}
 plans:
   pro:
     - {name: rpm, kind: rate, unit: requests, amount: 100}
@@ -99,7 +99,7 @@ func TestPrincipalLimits(t *testing.T) {
 func TestDirectoryLookup(t *testing.T) {
 	_, d := directoryOf(t, `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]}]}]
 `)
 	if p, ok := d.Lookup("tg-secret"); !ok || p.Key != "k" {
@@ -115,7 +115,7 @@ orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: "`+HashKey("tg-secret")+`"}]
 func TestKeyStrategiesEndpointsAndShards(t *testing.T) {
 	_, d := directoryOf(t, `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 orgs:
   - id: o
     teams:
@@ -159,7 +159,7 @@ func TestScopeLimitsMatchTheRequestPath(t *testing.T) {
 	c, d := directoryOf(t, `
 time_zone: Europe/Paris
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 plans:
   pro: [{name: usd-month, kind: budget, unit: usd, amount: "$5", period: month}]
 orgs:
@@ -207,7 +207,7 @@ orgs:
 func TestShardedLimitsOfARequestShareOnePlace(t *testing.T) {
 	c, d := directoryOf(t, `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 orgs:
   - id: o
     limits:

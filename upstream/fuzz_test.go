@@ -32,6 +32,16 @@ func FuzzPrepare(f *testing.F) {
 		if e == upstream.Embeddings {
 			mm = &emb
 		}
+		// The endpoint byte's high part picks a server's quirks: the cap
+		// field it honours and how its streams report usage.
+		switch q := *mm; (ep / 5) % 3 {
+		case 1:
+			q.CapField, q.StreamUsage = "max_tokens", "always"
+			mm = &q
+		case 2:
+			q.CapField, q.StreamUsage = "max_tokens", "x_groq"
+			mm = &q
+		}
 		req, err := upstream.ParseRequest(e, body)
 		if err != nil {
 			return

@@ -99,6 +99,16 @@ type Model struct {
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64
+	// CapField is the chat output cap the upstream honours
+	// ("max_tokens"), when it is not OpenAI's own choice of either
+	// (catalog.Preset): the forwarded body carries the cap in it, whatever
+	// field the client used — a cap the server ignored would leave the
+	// output unbounded.
+	CapField string
+	// StreamUsage is how the upstream's streams report usage:
+	// "stream_options" (the default: the gateway asks for it), "always" or
+	// "x_groq" (it comes unasked, and stream_options is not sent).
+	StreamUsage string
 }
 
 // Request is a decoded client request. Its top-level fields are kept as raw
@@ -232,6 +242,11 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 	switch {
 	case r.Endpoint == Messages || r.Endpoint == Responses:
 		p.ClientWantsUsage = true // these streams always carry usage: nothing to add or strip
+	case r.Stream && (m.StreamUsage == "always" || m.StreamUsage == "x_groq"):
+		// The server reports usage unasked and may refuse the field: the
+		// client gets the usage either way.
+		delete(r.fields, "stream_options")
+		p.ClientWantsUsage = true
 	case r.Stream:
 		if err := r.askUsage(p); err != nil {
 			return nil, err
@@ -276,6 +291,14 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 		} else {
 			key = "max_completion_tokens"
 		}
+	}
+	if r.Endpoint == Chat && m.CapField == "max_tokens" && key == "max_completion_tokens" {
+		// The server reads max_tokens: the cap moves there.
+		if raw, ok := r.fields[key]; ok {
+			r.fields["max_tokens"] = raw
+			delete(r.fields, key)
+		}
+		key = "max_tokens"
 	}
 	limit, set, err := r.positiveInt(key, m.MaxOutputTokens)
 	if err != nil {

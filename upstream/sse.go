@@ -231,6 +231,9 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	chunk := gjson.ParseBytes(data)
 	raw := chunk.Get("usage")
 	if !raw.IsObject() {
+		raw = chunk.Get("x_groq.usage") // Groq's, on its last chunk
+	}
+	if !raw.IsObject() {
 		return false, nil
 	}
 	var w wireUsage

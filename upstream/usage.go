@@ -15,10 +15,18 @@ type wireUsage struct {
 	CompletionTokens    *int64 `json:"completion_tokens"`
 	PromptTokensDetails *struct {
 		CachedTokens *int64 `json:"cached_tokens"`
+		AudioTokens  *int64 `json:"audio_tokens"`
 	} `json:"prompt_tokens_details"`
 	CompletionTokensDetails *struct {
 		ReasoningTokens *int64 `json:"reasoning_tokens"`
+		AudioTokens     *int64 `json:"audio_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+func set(dst *int64, v *int64) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 var errNoUsage = errors.New("upstream: no usage reported")
@@ -33,11 +41,13 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 	if w.CompletionTokens != nil {
 		u.OutputTokens = *w.CompletionTokens
 	}
-	if d := w.PromptTokensDetails; d != nil && d.CachedTokens != nil {
-		u.CachedInputTokens = *d.CachedTokens
+	if d := w.PromptTokensDetails; d != nil {
+		set(&u.CachedInputTokens, d.CachedTokens)
+		set(&u.InputAudioTokens, d.AudioTokens)
 	}
-	if d := w.CompletionTokensDetails; d != nil && d.ReasoningTokens != nil {
-		u.ReasoningTokens = *d.ReasoningTokens
+	if d := w.CompletionTokensDetails; d != nil {
+		set(&u.ReasoningTokens, d.ReasoningTokens)
+		set(&u.OutputAudioTokens, d.AudioTokens)
 	}
 	if err := u.Validate(); err != nil {
 		return budget.Usage{}, err

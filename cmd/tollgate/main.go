@@ -35,6 +35,9 @@ Usage:
                                         make a key on a running gateway (admin API; shown once)
   tollgate keys list [--org O] [--team T]
   tollgate keys revoke --org O --id ID  revoke a key made with keys create
+  tollgate models --config FILE | --catalog [--provider P] [--format table|json]
+                                        the models in force, their prices and where they come
+                                        from; or the built-in price catalogue
   tollgate demo [--listen ADDR]         the gateway in front of a simulated OpenAI
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
   tollgate report --month 2026-11 --by team,model --format table|csv|json
@@ -69,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = checkConfig(args[1:], stdout)
 	case "keys":
 		err = keys(args[1:], stdout)
+	case "models":
+		err = models(args[1:], stdout)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "mock-upstream":

@@ -33,7 +33,7 @@ func TestCheckConfig(t *testing.T) {
 	if code := run(context.Background(), []string{"check-config", bad}, &out, &errOut); code != 1 {
 		t.Fatalf("exit %d for a bad config", code)
 	}
-	for _, want := range []string{"line 4: upstreams.0.base_url: want an http(s) URL", `line 5: upstreams.0.models.0: model "m" has no entry`} {
+	for _, want := range []string{"line 4: upstreams.0.base_url: want an http(s) URL", `line 5: upstreams.0.models.0: model "m" has no price`} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("errors lack %q:\n%s", want, errOut.String())
 		}

@@ -75,7 +75,7 @@ func reportMonths(t *testing.T, open func(*config.Config, []budget.Entry) *admin
 time_zone: UTC
 admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance}]
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 orgs:
   - {id: tokyo, time_zone: Asia/Tokyo, teams: [{id: t, keys: [{id: k1, hash: "`+policy.HashKey("tg-1")+`"}]}]}
   - {id: ny, time_zone: America/New_York, teams: [{id: t, keys: [{id: k2, hash: "`+policy.HashKey("tg-2")+`"}]}]}

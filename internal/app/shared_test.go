@@ -17,7 +17,7 @@ func redisConfig(t *testing.T, addr, extra string) *config.Config {
 	t.Helper()
 	src := "store:\n  kind: redis\n  redis:\n    addrs:\n      - " + addr + "\n" + extra +
 		"upstreams: [{name: u, base_url: \"http://127.0.0.1:1/v1\", models: [m]}]\n" +
-		"models: {m: {encoding: o200k_base, max_output_tokens: 10}}\n" +
+		"models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}\n" +
 		"orgs: [{id: o, teams: [{id: t, keys: [{id: k, hash: \"" + policy.HashKey("k") + "\"}]}]}]\n"
 	c, err := config.Parse([]byte(src), func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -42,7 +42,7 @@ func paidGateway(t *testing.T, api string, ceiling string) (string, *app.App) {
 	t.Helper()
 	src := `
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
-models: {m: {encoding: o200k_base, max_output_tokens: 10}}
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 paid_routes:
   - {name: geo, prefix: /paid/geo, base_url: "` + api + `", api_key: paid-secret, auth_header: X-Api-Key,
      per_request: "$0.001", per_unit: "$0.0005", units_header: X-Units-Used, max_units: 10}

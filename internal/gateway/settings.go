@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
+	"github.com/tollgate-dev/tollgate/upstream/catalog"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
@@ -182,9 +183,11 @@ func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 			if err != nil {
 				return fmt.Errorf("gateway: model %s: %w", name, err)
 			}
+			preset := catalog.Presets[u.Preset]
 			route := &modelRoute{
 				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
-					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio},
+					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio,
+					CapField: preset.CapField, StreamUsage: preset.StreamUsage},
 				candidates: []candidate{{targets[u.Name], priceAt(c, u, name)}},
 			}
 			for _, f := range u.Fallbacks {
@@ -199,15 +202,9 @@ func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 	return nil
 }
 
-// priceAt is model's price at upstream u: its own, else the model's.
+// priceAt is model's price at upstream u (config.PriceAt).
 func priceAt(c *config.Config, u config.Upstream, model string) budget.Price {
-	p, ok := u.Prices[model]
-	if !ok {
-		m := c.Models[model]
-		p = config.Price{Input: m.Input, CachedInput: m.CachedInput, CacheWrite: m.CacheWrite, Output: m.Output}
-	}
-	return budget.Price{Input: budget.Money(p.Input.Value), CachedInput: budget.Money(p.CachedInput.Value),
-		CacheWrite: budget.Money(p.CacheWrite.Value), Output: budget.Money(p.Output.Value)}
+	return c.PriceAt(u, model)
 }
 
 // Reload applies c from the next request on: keys, limits, plans, models,

@@ -1,0 +1,80 @@
+package budget_test
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// claudeLong is a long-context price: Sonnet 4.5's list prices, doubled
+// input and 1.5× output above 200k input tokens.
+var claudeLong = budget.Price{Input: 3_000_000, CachedInput: 300_000, CacheWrite: 3_750_000, Output: 15_000_000,
+	Above: &budget.Tier{Tokens: 200_000, Input: 6_000_000, CachedInput: 600_000, CacheWrite: 7_500_000, Output: 22_500_000}}
+
+func TestLongContextAndAudioRates(t *testing.T) {
+	audio := budget.Price{Input: 2_500_000, Output: 10_000_000, InputAudio: 40_000_000, OutputAudio: 80_000_000}
+	for _, tc := range []struct {
+		desc  string
+		price budget.Price
+		usage budget.Usage
+		want  budget.Money
+	}{
+		{"at the threshold, the base rates", claudeLong, budget.Usage{InputTokens: 200_000, OutputTokens: 1000}, 600_000 + 15_000},
+		{"past it, the whole request at the tier's", claudeLong, budget.Usage{InputTokens: 200_001, OutputTokens: 1000}, 1_200_006 + 22_500},
+		{"cached tokens past it", claudeLong, budget.Usage{InputTokens: 300_000, CachedInputTokens: 100_000, OutputTokens: 0}, 1_200_000 + 60_000},
+		{"audio in and out at their own rates", audio, budget.Usage{InputTokens: 1000, InputAudioTokens: 400, OutputTokens: 500, OutputAudioTokens: 100}, 1_500 + 16_000 + 4_000 + 8_000},
+		{"reasoning at its own rate", budget.Price{Input: 1_000_000, Output: 2_000_000, Reasoning: 4_000_000}, budget.Usage{InputTokens: 10, OutputTokens: 100, ReasoningTokens: 60}, 10 + 80 + 240},
+	} {
+		got, err := tc.price.Cost(tc.usage)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.desc, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzEstimateBoundsCost: whatever the rates and however a request's
+// tokens turn out — cached, written to the cache, audio, reasoning — a
+// usage within the estimate's token counts never costs more than the
+// estimate at ForEstimate's price.
+func FuzzEstimateBoundsCost(f *testing.F) {
+	f.Add(int64(3_000_000), int64(300_000), int64(3_750_000), int64(15_000_000), int64(0), int64(0), int64(0),
+		int64(200_000), int64(6_000_000), int64(22_500_000), int64(250_000), int64(4000), int64(190_000), int64(100_000), int64(5), int64(1000), int64(10), int64(3))
+	f.Fuzz(func(t *testing.T, in, cached, write, out, reasoning, inAudio, outAudio, above, tierIn, tierOut,
+		estIn, estOut, actIn, actCached, actWrite, actOut, actReasoning, actAudio int64) {
+		abs := func(v, m int64) int64 {
+			if v < 0 {
+				v = -v
+			}
+			if v < 0 {
+				return 0
+			}
+			return v % m
+		}
+		const rate = 1 << 30 // above any list price, µ$ per 1M tokens
+		p := budget.Price{Input: budget.Money(abs(in, rate)), CachedInput: budget.Money(abs(cached, rate)), CacheWrite: budget.Money(abs(write, rate)),
+			Output: budget.Money(abs(out, rate)), Reasoning: budget.Money(abs(reasoning, rate)), InputAudio: budget.Money(abs(inAudio, rate)), OutputAudio: budget.Money(abs(outAudio, rate))}
+		if above != 0 {
+			p.Above = &budget.Tier{Tokens: abs(above, 2_000_000), Input: budget.Money(abs(tierIn, rate)), Output: budget.Money(abs(tierOut, rate)),
+				CachedInput: budget.Money(abs(tierIn/3, rate)), CacheWrite: budget.Money(abs(tierIn/2, rate))}
+		}
+		const tokens = 10_000_000
+		bound := budget.Usage{InputTokens: abs(estIn, tokens), OutputTokens: abs(estOut, tokens)}
+		u := budget.Usage{InputTokens: abs(actIn, bound.InputTokens+1), OutputTokens: abs(actOut, bound.OutputTokens+1)}
+		u.CachedInputTokens = abs(actCached, u.InputTokens+1)
+		u.CacheWriteTokens = abs(actWrite, u.InputTokens-u.CachedInputTokens+1)
+		u.InputAudioTokens = abs(actAudio, u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens+1)
+		u.ReasoningTokens = abs(actReasoning, u.OutputTokens+1)
+		u.OutputAudioTokens = abs(actAudio, u.OutputTokens-u.ReasoningTokens+1)
+		cost, err := p.Cost(u)
+		if err != nil {
+			t.Fatalf("usage %+v: %v", u, err)
+		}
+		limit, err := p.ForEstimate().Cost(bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cost > limit {
+			t.Fatalf("usage %+v costs %v, more than the estimate %+v at %v", u, cost, bound, limit)
+		}
+	})
+}

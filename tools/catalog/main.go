@@ -177,7 +177,7 @@ func (e *litellmEntry) entry(provider, model string) (catalog.Entry, error) {
 		m.InputImage, err = micros(*e.InputImage)
 	}
 	for _, tier := range []struct {
-		above                                   int64
+		above                                  int64
 		input, output, cachedInput, cacheWrite *float64
 	}{
 		{128_000, e.Input128k, e.Output128k, nil, nil},

@@ -14,11 +14,14 @@ type Entry struct {
 	Key           string    `json:"key"` // the key's id, never the key
 	User          string    `json:"user,omitempty"`
 	Route         string    `json:"route"`
-	Model         string    `json:"model"`
-	Upstream      string    `json:"upstream,omitempty"`
-	Usage         Usage     `json:"usage"` // Usage.Estimated: the gateway counted it
-	Cost          Money     `json:"usd_micros"`
-	Reserved      Money     `json:"reserved_usd_micros"`
+	Model         string    `json:"model"` // as the client named it: a model or an alias
+	// ServedModel is the model that served it, where it is not Model (an
+	// alias's deployment).
+	ServedModel string `json:"served_model,omitempty"`
+	Upstream    string `json:"upstream,omitempty"`
+	Usage       Usage  `json:"usage"` // Usage.Estimated: the gateway counted it
+	Cost        Money  `json:"usd_micros"`
+	Reserved    Money  `json:"reserved_usd_micros"`
 	// ReservedTokens is the token bound reserved: what a budget counted in
 	// tokens was charged if the lease expired unsettled.
 	ReservedTokens int64  `json:"reserved_tokens,omitempty"`

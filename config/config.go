@@ -70,12 +70,15 @@ type Config struct {
 	// per-user limits; the request body's "user" field is used otherwise.
 	UserHeader string `yaml:"user_header"`
 
-	Store      Store              `yaml:"store"`
-	PaidRoutes []PaidRoute        `yaml:"paid_routes"`
-	Upstreams  []Upstream         `yaml:"upstreams"`
-	Models     map[string]Model   `yaml:"models"`
-	Plans      map[string][]Limit `yaml:"plans"`
-	Orgs       []Org              `yaml:"orgs"`
+	Store      Store       `yaml:"store"`
+	PaidRoutes []PaidRoute `yaml:"paid_routes"`
+	Upstreams  []Upstream  `yaml:"upstreams"`
+	// Aliases are public model names served by several deployments
+	// (an upstream and the model it is called there), across providers.
+	Aliases map[string]Alias   `yaml:"aliases"`
+	Models  map[string]Model   `yaml:"models"`
+	Plans   map[string][]Limit `yaml:"plans"`
+	Orgs    []Org              `yaml:"orgs"`
 }
 
 // Bypass lets internal services skip limits with a signed header:
@@ -279,13 +282,38 @@ type Upstream struct {
 	// Breaker opens after consecutive failures.
 	Breaker Breaker `yaml:"breaker"`
 	// Fallbacks are upstreams (serving the same models) tried in order
-	// when this one's breaker is open or its queue is full.
+	// when this one's breaker is open or its queue is full, or it fails
+	// before any byte reached the client (a connection error, a timeout
+	// before the answer, a 5xx or a 429).
 	Fallbacks []string `yaml:"fallbacks"`
 	// Prices override the models table for models served here (a fallback
 	// provider may charge differently); requests are reserved at the
 	// highest price among the upstreams that may serve them and settled at
 	// the price of the one that did.
 	Prices map[string]Price `yaml:"prices"`
+}
+
+// Alias is a public model name and the deployments that serve it. A
+// request for it goes to one deployment, picked by Strategy; on a
+// connection error, a timeout, a 5xx or a 429 before any byte reached the
+// client it goes to the next. It is reserved at the dearest deployment
+// and settled at the price of the one that served.
+type Alias struct {
+	// Strategy is "weighted" (the default: by weight, at random),
+	// "least_busy" (the upstream with the fewest requests in flight
+	// first) or "ordered" (the list's order: a primary and fallbacks).
+	Strategy    string       `yaml:"strategy"`
+	Deployments []Deployment `yaml:"deployments"`
+}
+
+// Deployment is one way to serve an alias: an upstream and the model it
+// is called there (which that upstream must list).
+type Deployment struct {
+	Upstream string `yaml:"upstream"`
+	Model    string `yaml:"model"`
+	// Weight is the deployment's share under the weighted strategy
+	// (default 1; 0: only when the others fail).
+	Weight *int `yaml:"weight"`
 }
 
 // Queue is an upstream's leaky bucket: requests wait fairly across teams

@@ -126,6 +126,12 @@ func (c *Config) SetDefaults() {
 		}
 	}
 	c.resolveModels()
+	for name, a := range c.Aliases {
+		if a.Strategy == "" {
+			a.Strategy = "weighted"
+			c.Aliases[name] = a
+		}
+	}
 	for i := range c.PaidRoutes {
 		r := &c.PaidRoutes[i]
 		if r.AuthHeader == "" {

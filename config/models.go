@@ -151,3 +151,74 @@ func (m Model) Price() budget.Price {
 	}
 	return p
 }
+
+// validateAliases checks every alias: a fresh public name whose
+// deployments name an upstream that serves their model.
+func (c *Config) validateAliases(v *validator, served map[string]string) {
+	upstreams := map[string]*Upstream{}
+	for i := range c.Upstreams {
+		upstreams[c.Upstreams[i].Name] = &c.Upstreams[i]
+	}
+	for name, a := range c.Aliases {
+		p := "aliases." + name
+		if !ValidModelName(name) {
+			v.addf(p, "invalid alias name %q", name)
+		}
+		if _, dup := served[name]; dup {
+			v.addf(p, "%q is already a model an upstream serves: an alias needs a name of its own", name)
+		}
+		switch a.Strategy {
+		case "weighted", "least_busy", "ordered":
+		default:
+			v.addf(p+".strategy", "unknown strategy %q (want weighted, least_busy or ordered)", a.Strategy)
+		}
+		if len(a.Deployments) == 0 {
+			v.addf(p+".deployments", "lists no deployment")
+		}
+		total := 0
+		for i, d := range a.Deployments {
+			dp := fmt.Sprintf("%s.deployments.%d", p, i)
+			u, ok := upstreams[d.Upstream]
+			switch {
+			case !ok:
+				v.addf(dp+".upstream", "unknown upstream %q", d.Upstream)
+			case !slices.Contains(u.Models, d.Model):
+				v.addf(dp+".model", "upstream %q does not list model %q", d.Upstream, d.Model)
+			}
+			if d.Weight != nil && *d.Weight < 0 {
+				v.addf(dp+".weight", "must not be negative")
+			}
+			total += d.Share()
+		}
+		if len(a.Deployments) > 0 && total == 0 && a.Strategy == "weighted" {
+			v.addf(p, "every deployment has weight 0: give one a weight")
+		}
+	}
+}
+
+// Share is the deployment's weight (default 1).
+func (d Deployment) Share() int {
+	if d.Weight == nil {
+		return 1
+	}
+	return *d.Weight
+}
+
+// ValidModelName is what a model or alias name a client sends may look
+// like: printable, without spaces, at most 256 bytes.
+func ValidModelName(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Config) isAlias(name string) bool {
+	_, ok := c.Aliases[name]
+	return ok
+}

@@ -328,9 +328,10 @@ func (c *Config) validate(v *validator) {
 		}
 		c.validateLimits(v, "plans."+name, ls)
 	}
+	c.validateAliases(v, served)
 	checkModels := func(p string, models []string, within []string) {
 		for i, m := range models {
-			if _, ok := served[m]; !ok {
+			if _, ok := served[m]; !ok && !c.isAlias(m) {
 				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not served by any upstream", m)
 			} else if len(within) > 0 && !slices.Contains(within, m) {
 				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not allowed for the team", m)
@@ -370,7 +371,7 @@ func (c *Config) validate(v *validator) {
 			c.validateLimits(v, tp+".limits", t.Limits)
 			c.validateLimits(v, tp+".user_limits", t.UserLimits)
 			for m, ls := range t.ModelLimits {
-				if _, ok := served[m]; !ok {
+				if _, ok := served[m]; !ok && !c.isAlias(m) {
 					v.addf(tp+".model_limits."+m, "model %q is not served by any upstream", m)
 				}
 				c.validateLimits(v, tp+".model_limits."+m, ls)

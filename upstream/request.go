@@ -407,3 +407,18 @@ func scale(n int64, ratio float64) int64 {
 	}
 	return int64(math.Ceil(float64(n) * ratio))
 }
+
+// SameRequest reports whether a request prepared for m is prepared the
+// same for o: the same model, counted and capped alike.
+func (m *Model) SameRequest(o *Model) bool { return *m == *o }
+
+// SetModel makes r a request for model (the model an alias's deployment
+// is called at its upstream).
+func (r *Request) SetModel(model string) error {
+	raw, err := json.Marshal(model)
+	if err != nil {
+		return err
+	}
+	r.fields["model"], r.Model = raw, model
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/policy"
@@ -36,7 +37,7 @@ func (g *Gateway) Admit(ctx context.Context, ep upstream.Endpoint, req Request) 
 
 func (g *Gateway) begin(req Request) *Call {
 	return &Call{req: req, id: req.ID, principal: req.Principal, settings: req.Settings, start: g.now(), engine: g.engine,
-		outcome: "error", user: req.User}
+		outcome: "error", user: req.User, intn: g.intn}
 }
 
 // admit is what every route does once its estimate and limits are known:
@@ -54,37 +55,75 @@ func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) error {
 	return nil
 }
 
-// prepare parses and estimates the request: the model must be priced and
-// allowed for the key, and the body is rewritten so the estimate bounds it.
+// prepare parses and estimates the request: the model (or alias) must be
+// priced and allowed for the key, and the body is prepared for each
+// deployment that may serve it, so that its estimate bounds it there.
 func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 	req, err := upstream.ParseRequest(ep, body)
 	if err != nil {
 		return err
 	}
-	route, ok := cl.settings.models[req.Model]
+	r, ok := cl.settings.routes[req.Model]
 	if !ok {
 		return &ModelError{Model: req.Model}
 	}
 	if !cl.principal.Allows(req.Model) {
 		return &ModelError{Model: req.Model, Allowed: true}
 	}
-	if !route.candidates[0].target.provider.Serves(ep) {
-		want := "/v1/chat/completions"
-		if route.candidates[0].target.provider.Serves(upstream.Messages) {
-			want = "/v1/messages"
-		}
-		return &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", req.Model, want)}
-	}
-	prep, err := req.Prepare(&route.model)
-	if err != nil {
+	if cl.plans, err = planFor(ep, body, r); err != nil {
 		return err
 	}
-	cl.llm, cl.route, cl.prep, cl.model = req, route, prep, req.Model
-	// Any candidate upstream may serve it: reserve at the dearest.
-	if cl.estimate, err = cl.amountsFor(prep.MaxOutputTokens); err != nil {
+	cl.llm, cl.route, cl.model = req, r, req.Model
+	// Any deployment may serve it: reserve at the dearest.
+	if cl.estimate, err = cl.estimateAt(0); err != nil {
 		return &upstream.RequestError{Message: "the request is too large to price"}
 	}
 	return nil
+}
+
+// planFor prepares body for every deployment of r that can take it: one
+// whose upstream speaks ep, and whose model accepts the request (its
+// output cap within the model's, its images priced). Deployments with the
+// same model and quirks share one preparation. The error is the first
+// deployment's when none can.
+func planFor(ep upstream.Endpoint, body []byte, r *route) ([]*plan, error) {
+	var plans []*plan
+	var first error
+	for _, d := range r.deployments {
+		if !d.target.provider.Serves(ep) {
+			if first == nil {
+				want := "/v1/chat/completions"
+				if d.target.provider.Serves(upstream.Messages) {
+					want = "/v1/messages"
+				}
+				first = &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", r.name, want)}
+			}
+			continue
+		}
+		if i := slices.IndexFunc(plans, func(p *plan) bool { return p.dep.model.SameRequest(&d.model) }); i >= 0 {
+			plans = append(plans, &plan{dep: d, req: plans[i].req, prep: plans[i].prep})
+			continue
+		}
+		req, err := upstream.ParseRequest(ep, body)
+		if err == nil && req.Model != d.model.Name {
+			err = req.SetModel(d.model.Name)
+		}
+		var prep *upstream.Prepared
+		if err == nil {
+			prep, err = req.Prepare(&d.model)
+		}
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		plans = append(plans, &plan{dep: d, req: req, prep: prep})
+	}
+	if len(plans) == 0 {
+		return nil, first
+	}
+	return plans, nil
 }
 
 // reserve takes cl's estimate from its limits: from the store, or as its
@@ -134,10 +173,10 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 // that fits, when the budget allows it; otherwise the refusal stands.
 func (g *Gateway) clamp(ctx context.Context, cl *Call, refused *budget.RefusedError, pre *budget.Entry,
 	r *budget.Reservation, res budget.Result, err error) (*budget.Reservation, budget.Result, error) {
-	if cl.prep == nil {
+	if len(cl.plans) == 0 {
 		return r, res, err // a paid route has no output cap to clamp
 	}
-	requested := cl.prep.OutputCap
+	requested := cl.plans[0].prep.OutputCap
 	k := g.clampable(cl, refused)
 	if k <= 0 {
 		return r, res, err
@@ -147,7 +186,7 @@ func (g *Gateway) clamp(ctx context.Context, cl *Call, refused *budget.RefusedEr
 	}
 	r, res, err = g.engine.ReserveFor(ctx, cl.limits, cl.estimate, pre)
 	if err == nil {
-		cl.clamped = &Clamp{Field: cl.llm.CapField(), Granted: k, Requested: requested}
+		cl.clamped = &Clamp{Field: cl.plans[0].req.CapField(), Granted: k, Requested: requested}
 		g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
 			"requested", requested, "granted", k)
 	}

@@ -41,14 +41,16 @@ type Request struct {
 // Call is one request on its way through the sequence: Admit fills it,
 // Forward serves it, Finish settles it.
 type Call struct {
-	req         Request
-	id          string
-	principal   *policy.Principal
-	settings    *Settings
-	route       *modelRoute
-	paid        *paidRoute
+	req       Request
+	id        string
+	principal *policy.Principal
+	settings  *Settings
+	route     *route
+	paid      *paidRoute
+	// llm is the client's request as parsed; plans are it prepared for
+	// each deployment that may serve it.
 	llm         *upstream.Request
-	prep        *upstream.Prepared
+	plans       []*plan
 	body        []byte
 	estimate    budget.Amounts
 	limits      []budget.Limit
@@ -62,8 +64,9 @@ type Call struct {
 	// outcome is the request's result for the metrics: served, refused,
 	// upstream_error, error or client_closed.
 	outcome string
-	// served is the upstream that answered (a fallback, maybe).
-	served *candidate
+	// served is the deployment that answered (a fallback, maybe), with
+	// the request as it was sent there.
+	served *plan
 	// model is the model asked for, or a paid route's name; upstream, on
 	// a paid route, the upstream it goes to (an LLM request's is its
 	// route's first candidate until one answers).
@@ -84,6 +87,8 @@ type Call struct {
 	reserved budget.Result
 	// clamped says the output cap was lowered to fit a budget.
 	clamped *Clamp
+	// intn draws the numbers that order an alias's deployments.
+	intn func(n int) int
 
 	// What Forward found, for Finish: whether an upstream served the
 	// request, with what usage (LLM) or units (paid).
@@ -137,8 +142,8 @@ func (cl *Call) entry() *budget.Entry {
 	e := &budget.Entry{Time: cl.reservedAt, RequestID: cl.id, Org: cl.principal.Org, Team: cl.principal.Team, Key: cl.principal.Key,
 		User: cl.user, Route: cl.req.Route, Model: cl.model, Cost: cl.estimate.Cost, Reserved: cl.estimate.Cost,
 		ReservedTokens: cl.estimate.Tokens, Usage: budget.Usage{Estimated: true}, Served: true, Bypass: cl.bypass, Upstream: cl.upstream}
-	if cl.route != nil && len(cl.route.candidates) > 0 {
-		e.Upstream = cl.route.candidates[0].target.name
+	if len(cl.plans) > 0 {
+		e.Upstream = cl.plans[0].dep.target.name
 	}
 	return e
 }

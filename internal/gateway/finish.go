@@ -37,7 +37,7 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	u, served := cl.usage, cl.ok
 	actual := budget.Amounts{}
 	if served {
-		cost, err := cl.served.price.Cost(u)
+		cost, err := cl.served.dep.price.Cost(u)
 		if cl.chargeReserved {
 			cost, err = cl.estimate.Cost, nil
 		}
@@ -53,7 +53,10 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	e.Usage, e.Cost, e.Served, e.Degraded = u, actual.Cost, served, cl.degraded
 	e.Upstream = ""
 	if cl.served != nil {
-		e.Upstream = cl.served.target.name
+		e.Upstream = cl.served.dep.target.name
+		if m := cl.served.dep.model.Name; m != cl.model {
+			e.ServedModel = m
+		}
 	}
 	outcome := g.settle(ctx, cl, e, actual)
 	if served {

@@ -6,20 +6,26 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream"
 )
 
-// amountsFor is the request's estimate with an output bound of out tokens,
-// priced at the dearest upstream that may serve it.
-func (cl *Call) amountsFor(out int64) (budget.Amounts, error) {
-	var cost budget.Money
-	for _, cand := range cl.route.candidates {
-		c, err := cand.price.ForEstimate().Cost(budget.Usage{InputTokens: cl.prep.InputTokens, OutputTokens: out})
+// estimateAt is the request's estimate with an output cap of k per
+// choice (0: each preparation's own), at the dearest deployment that may
+// serve it: the most it may cost and the most tokens it may take there.
+func (cl *Call) estimateAt(k int64) (budget.Amounts, error) {
+	a := budget.Amounts{Requests: cl.settings.cost(cl.req.Route)}
+	for _, p := range cl.plans {
+		out := p.prep.MaxOutputTokens
+		if k > 0 && k < p.prep.OutputCap {
+			out = k*p.prep.Choices + p.prep.Predicted
+		}
+		c, err := p.dep.price.ForEstimate().Cost(budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: out})
 		if err != nil {
 			return budget.Amounts{}, err
 		}
-		cost = max(cost, c)
+		a.Cost, a.Tokens = max(a.Cost, c), max(a.Tokens, p.prep.InputTokens+out)
 	}
-	return budget.Amounts{Tokens: cl.prep.InputTokens + out, Requests: cl.settings.cost(cl.req.Route), Cost: cost}, nil
+	return a, nil
 }
 
 // fit is the largest output cap per choice, below the request's own, with
@@ -27,11 +33,11 @@ func (cl *Call) amountsFor(out int64) (budget.Amounts, error) {
 // res (a refusal); 0 when none would, -1 when the request has no output
 // cap (embeddings).
 func (cl *Call) fit(res budget.Result) int64 {
-	if cl.prep == nil || cl.prep.Choices == 0 || len(res.Status) != len(cl.limits) {
+	if len(cl.plans) == 0 || cl.plans[0].prep.Choices == 0 || len(res.Status) != len(cl.limits) {
 		return -1
 	}
 	fits := func(k int64) bool {
-		a, err := cl.amountsFor(k*cl.prep.Choices + cl.prep.Predicted)
+		a, err := cl.estimateAt(k)
 		if err != nil {
 			return false
 		}
@@ -49,7 +55,11 @@ func (cl *Call) fit(res budget.Result) int64 {
 		}
 		return true
 	}
-	lo, hi := int64(1), cl.prep.OutputCap-1
+	var capMax int64
+	for _, p := range cl.plans {
+		capMax = max(capMax, p.prep.OutputCap)
+	}
+	lo, hi := int64(1), capMax-1
 	if hi < lo || !fits(lo) {
 		return 0
 	}
@@ -63,13 +73,20 @@ func (cl *Call) fit(res budget.Result) int64 {
 	return lo
 }
 
-// clamp rewrites the request to an output cap of k per choice and
-// re-estimates it.
+// clamp rewrites the request, for every deployment, to an output cap of
+// at most k per choice and re-estimates it.
 func (cl *Call) clamp(k int64) error {
-	if err := cl.llm.SetOutputCap(cl.prep, k); err != nil {
-		return err
+	done := map[*upstream.Prepared]bool{}
+	for _, p := range cl.plans {
+		if done[p.prep] || k >= p.prep.OutputCap {
+			continue
+		}
+		done[p.prep] = true
+		if err := p.req.SetOutputCap(p.prep, k); err != nil {
+			return err
+		}
 	}
-	est, err := cl.amountsFor(cl.prep.MaxOutputTokens)
+	est, err := cl.estimateAt(0)
 	if err != nil {
 		return err
 	}
@@ -133,8 +150,8 @@ func (g *Gateway) refusalOf(cl *Call, refused *budget.RefusedError) *Refused {
 	if errors.Is(refused, budget.ErrHeld) {
 		refused.Result.RetryAfter = g.holds.retry()
 	}
-	if budget.IsBudgetRefusal(refused) && cl.llm != nil { // a paid route has no output cap
-		r.Fit, r.CapField = cl.fit(refused.Result), cl.llm.CapField()
+	if budget.IsBudgetRefusal(refused) && len(cl.plans) > 0 { // a paid route has no output cap
+		r.Fit, r.CapField = cl.fit(refused.Result), cl.plans[0].req.CapField()
 	}
 	return r
 }

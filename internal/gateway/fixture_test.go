@@ -92,6 +92,7 @@ type setup struct {
 	wrap     func(*memstore.Store) budget.Backend
 	fallback *budget.Engine
 	keys     policy.KeyRegistry
+	intn     func(n int) int
 }
 
 type fixture struct {
@@ -128,7 +129,7 @@ func newFixture(t *testing.T, su setup) *fixture {
 	f.engine = budget.NewEngine(backend, time.Minute).WithClock(f.clock.Now)
 	f.metrics = metrics.New(f.reg)
 	f.gw, err = gateway.New(cfg, gateway.Options{Engine: f.engine, Fallback: su.fallback, Metrics: f.metrics, Transport: f.up,
-		Keys: su.keys, SettleAfterResponse: su.async, Now: f.clock.Now})
+		Keys: su.keys, SettleAfterResponse: su.async, Now: f.clock.Now, IntN: su.intn})
 	if err != nil {
 		t.Fatal(err)
 	}

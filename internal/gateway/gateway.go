@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type Gateway struct {
 	transport http.RoundTripper // set in tests; nil: one per upstream
 	pacer     func(upstream string) queue.Pacer
 	now       func() time.Time
+	intn      func(n int) int
 	stateMu   sync.Mutex
 	upstreams map[string]*upstreamState
 
@@ -86,6 +88,9 @@ type Options struct {
 	SettleAfterResponse bool
 	// Now is the clock of periods, leases and timings; nil: time.Now.
 	Now func() time.Time
+	// IntN draws the random numbers that pick an alias's deployment, a
+	// number in [0, n); nil: math/rand/v2's. Tests pin it.
+	IntN func(n int) int
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -102,6 +107,9 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.IntN == nil {
+		opts.IntN = mrand.IntN
+	}
 	g := &Gateway{
 		engine:    opts.Engine,
 		log:       opts.Log,
@@ -111,6 +119,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		pacer:     opts.Pacer,
 		keys:      opts.Keys,
 		now:       opts.Now,
+		intn:      opts.IntN,
 		upstreams: map[string]*upstreamState{},
 
 		settleAsync: opts.SettleAfterResponse,

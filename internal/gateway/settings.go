@@ -6,17 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
-	"github.com/tollgate-dev/tollgate/upstream/catalog"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
 
@@ -25,8 +21,8 @@ import (
 type Settings struct {
 	cfg        *config.Config
 	dir        *policy.Directory
-	models     map[string]*modelRoute
-	modelNames []string
+	routes     map[string]*route // by the name clients send: a model or an alias
+	routeNames []string
 	lease      time.Duration
 	// What a route does when the store is unavailable (fail_closed when
 	// absent), and the divisor of limits for local_fallback.
@@ -54,32 +50,19 @@ func (st *Settings) Trusted() []netip.Prefix { return st.trusted }
 // AuthFailures is the lockout policy of failed authentications.
 func (st *Settings) AuthFailures() authguard.Policy { return st.authFail }
 
-// Model is one model a key may be offered: its name and the upstream that
-// serves it first.
+// Model is one model (or alias) a key may be offered: its name and the
+// upstream that serves it first.
 type Model struct{ Name, Upstream string }
 
-// Models are the configured models p may use, in config order.
+// Models are the models and aliases p may use, in config order.
 func (st *Settings) Models(p *policy.Principal) []Model {
 	var out []Model
-	for _, name := range st.modelNames {
+	for _, name := range st.routeNames {
 		if p.Allows(name) {
-			out = append(out, Model{Name: name, Upstream: st.models[name].candidates[0].target.name})
+			out = append(out, Model{Name: name, Upstream: st.routes[name].deployments[0].target.name})
 		}
 	}
 	return out
-}
-
-// modelRoute is everything the sequence needs for one model: how to count
-// it, and the upstreams that may serve it, the primary first.
-type modelRoute struct {
-	model      upstream.Model
-	candidates []candidate
-}
-
-// candidate is one upstream that may serve a model, at its price there.
-type candidate struct {
-	target *target
-	price  budget.Price
 }
 
 // target is one upstream endpoint with its protection: a client with its
@@ -92,6 +75,7 @@ type target struct {
 	client   *http.Client
 	breaker  *breaker.Breaker
 	queue    *queue.Queue
+	inflight *inflight // requests in flight here (shared across reloads)
 }
 
 // upstreamState is what outlives a reload for an upstream name: its
@@ -100,6 +84,7 @@ type upstreamState struct {
 	breaker  *breaker.Breaker
 	queue    *queue.Queue
 	queueCfg config.Queue
+	inflight inflight
 }
 
 // cost is how many requests one call to route counts for.
@@ -119,7 +104,7 @@ func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 	st := &Settings{
 		cfg:           c,
 		dir:           dir,
-		models:        map[string]*modelRoute{},
+		routes:        map[string]*route{},
 		lease:         c.Lease,
 		onUnavailable: map[string]string{},
 		instances:     int64(max(c.Store.Redis.Instances, 1)),
@@ -157,54 +142,6 @@ func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 		return nil, err
 	}
 	return st, nil
-}
-
-// routeModels gives every model of c its route: the first upstream that
-// lists it, then that upstream's fallbacks that list it too, each with the
-// model's price there.
-func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
-	targets := map[string]*target{}
-	byName := map[string]config.Upstream{}
-	for _, u := range c.Upstreams {
-		t, err := g.target(u)
-		if err != nil {
-			return err
-		}
-		targets[u.Name] = t
-		byName[u.Name] = u
-	}
-	for _, u := range c.Upstreams {
-		for _, name := range u.Models {
-			if _, seen := st.models[name]; seen {
-				continue // served here as another upstream's fallback
-			}
-			m := c.Models[name]
-			counter, err := tokenizer.Load(m.Encoding)
-			if err != nil {
-				return fmt.Errorf("gateway: model %s: %w", name, err)
-			}
-			preset := catalog.Presets[u.Preset]
-			route := &modelRoute{
-				model: upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
-					DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, Embedding: m.Embedding, TokenRatio: m.TokenRatio,
-					CapField: preset.CapField, StreamUsage: preset.StreamUsage},
-				candidates: []candidate{{targets[u.Name], priceAt(c, u, name)}},
-			}
-			for _, f := range u.Fallbacks {
-				if fu := byName[f]; slices.Contains(fu.Models, name) {
-					route.candidates = append(route.candidates, candidate{targets[f], priceAt(c, fu, name)})
-				}
-			}
-			st.models[name] = route
-			st.modelNames = append(st.modelNames, name)
-		}
-	}
-	return nil
-}
-
-// priceAt is model's price at upstream u (config.PriceAt).
-func priceAt(c *config.Config, u config.Upstream, model string) budget.Price {
-	return c.PriceAt(u, model)
 }
 
 // Reload applies c from the next request on: keys, limits, plans, models,
@@ -274,7 +211,7 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 	return &target{
 		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,
 		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		breaker: state.breaker, queue: state.queue,
+		breaker: state.breaker, queue: state.queue, inflight: &state.inflight,
 	}, nil
 }
 

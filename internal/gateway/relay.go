@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/breaker"
+)
+
+// maxResponseBytes bounds a non-streaming response the gateway buffers to
+// read its usage; past it the rest is streamed through and the request is
+// charged at its reservation.
+const maxResponseBytes = 32 << 20
+
+// forwarded request headers; everything else the client sent (its key,
+// cookies, internal headers) stays at the gateway.
+var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
+
+// returned response headers; the upstream's own rate-limit headers and
+// organisation would describe Tollgate's account, not the client's limits.
+var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
+
+// attempt is one deployment's answer, its headers read, nothing of it
+// relayed yet: a response, or the error that stood for one.
+type attempt struct {
+	t      *target
+	resp   *http.Response
+	cancel context.CancelFunc // ends the exchange's context
+	err    error              // ErrUpstream, ErrUpstreamTimeout or ErrClientCanceled, with no response
+	sent   time.Time
+}
+
+// send sends p's request to its deployment and reads the answer's
+// headers. It writes nothing to the client.
+func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
+	t := p.dep.target
+	ctx, cancel := context.WithTimeout(rctx, t.timeout)
+	a := &attempt{t: t, cancel: cancel, sent: g.now()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(p.req.Endpoint, p.dep.model.Name), bytes.NewReader(p.prep.Body))
+	if err != nil {
+		a.err = err
+		return a
+	}
+	for _, k := range forwardHeaders {
+		if v := cl.req.Header.Get(k); v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	t.provider.Header(req.Header, cl.req.Header)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(g.now().Sub(a.sent).Seconds())
+		var ne net.Error
+		switch {
+		case rctx.Err() != nil:
+			a.err = ErrClientCanceled
+		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			a.err = ErrUpstreamTimeout
+		default:
+			g.log.Warn("upstream unreachable", "request_id", cl.id, "upstream", t.name, "err", err)
+			a.err = ErrUpstream
+		}
+		return a
+	}
+	g.metrics.UpstreamTTFB.WithLabelValues(t.name).Observe(g.now().Sub(a.sent).Seconds())
+	a.resp = resp
+	return a
+}
+
+// retryable reports whether another deployment may serve the request in
+// a's place: the upstream failed (no connection, no answer in time, a
+// 5xx) or is out of quota (429).
+func (a *attempt) retryable() bool {
+	if a.resp == nil {
+		return errors.Is(a.err, ErrUpstream) || errors.Is(a.err, ErrUpstreamTimeout)
+	}
+	return a.resp.StatusCode == http.StatusTooManyRequests || a.resp.StatusCode >= 500
+}
+
+// failure is an answer not relayed, kept to be if nothing better comes.
+type failure struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error // no answer: the error to answer with
+}
+
+func (f *failure) Error() string {
+	if f.err != nil {
+		return f.err.Error()
+	}
+	return "status " + strconv.Itoa(f.status)
+}
+
+// fail ends a, backing its upstream off for a Retry-After, and keeps what
+// the client would have been told.
+func (a *attempt) fail(cl *Call) *failure {
+	defer a.cancel()
+	if a.resp == nil {
+		return &failure{err: a.err}
+	}
+	defer a.resp.Body.Close()
+	f := &failure{status: a.resp.StatusCode, header: http.Header{}}
+	if ra := parseRetryAfter(a.resp.Header); ra > 0 {
+		a.t.breaker.Backoff(ra)
+		WriteRetryAfter(f.header, ra)
+	}
+	for _, k := range returnHeaders {
+		if v := a.resp.Header.Get(k); v != "" {
+			f.header.Set(k, v)
+		}
+	}
+	f.header.Set("X-Tollgate-Upstream", a.t.name)
+	f.body, _ = io.ReadAll(io.LimitReader(a.resp.Body, 1<<20))
+	return f
+}
+
+// relay writes f to the client, or returns its error when there was no
+// answer.
+func (f *failure) relay(w http.ResponseWriter) error {
+	if f.err != nil {
+		return f.err
+	}
+	for k, v := range f.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(f.status)
+	_, _ = w.Write(f.body)
+	return nil
+}
+
+// relay writes a's answer to the client as it arrives and reads its usage.
+// failure is what the deployment's breaker is told: nil for an answer
+// (4xx included), breaker.ErrFailed for connection errors, timeouts, 5xx,
+// 429 and a stream that stalls, context.Canceled when the client left.
+func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
+	t := p.dep.target
+	defer a.cancel()
+	defer func() { g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(g.now().Sub(a.sent).Seconds()) }()
+	if a.resp == nil {
+		if errors.Is(a.err, ErrClientCanceled) {
+			return u, false, context.Canceled, a.err
+		}
+		return u, false, breaker.ErrFailed, a.err
+	}
+	resp := a.resp
+	defer resp.Body.Close()
+	h := w.Header()
+	for _, k := range returnHeaders {
+		if v := resp.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	h.Set("X-Tollgate-Upstream", t.name)
+	h.Set("X-Tollgate-Deployment", p.dep.name())
+	if resp.StatusCode != http.StatusOK {
+		return u, false, relayFailure(w, t, resp), nil
+	}
+	if cl.llm.Stream && isEventStream(resp.Header.Get("Content-Type")) {
+		body := newIdleReader(resp.Body, t.idle, a.cancel)
+		defer body.stop()
+		u := g.stream(rctx, cl, p, w, body, a.cancel)
+		if body.fired() {
+			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
+			return u, true, breaker.ErrFailed, nil
+		}
+		return u, true, nil, nil
+	}
+	return g.copyJSON(cl, p, w, resp), true, nil, nil
+}
+
+// relayFailure passes an upstream's refusal or failure through to the
+// client, charging nothing (providers do not bill failed requests), and
+// returns what t's breaker is told: a failure for 429 and 5xx, whose
+// Retry-After also backs the breaker off.
+func relayFailure(w http.ResponseWriter, t *target, resp *http.Response) (failure error) {
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		failure = breaker.ErrFailed
+		if ra := parseRetryAfter(resp.Header); ra > 0 {
+			t.breaker.Backoff(ra)
+			WriteRetryAfter(w.Header(), ra)
+		}
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return failure
+}
+
+// WriteRetryAfter sets Retry-After in whole seconds (rounded up, at least
+// 1) and Retry-After-Ms, which the official SDKs read first.
+func WriteRetryAfter(h http.Header, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	secs := int64(math.Ceil(d.Seconds()))
+	h.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(max(d.Milliseconds(), 1), 10))
+}
+
+// parseRetryAfter reads Retry-After-Ms or Retry-After (seconds or a date).
+func parseRetryAfter(h http.Header) time.Duration {
+	if ms, err := strconv.ParseInt(h.Get("Retry-After-Ms"), 10, 64); err == nil && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	v := h.Get("Retry-After")
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs > 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return time.Until(at)
+	}
+	return 0
+}
+
+func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }
+
+// copyJSON relays a non-streaming answer and reads its usage.
+func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, resp *http.Response) budget.Usage {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err == nil && len(body) <= maxResponseBytes {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(body)
+		flush(w) // the client has its answer before the settlement runs
+		if u, ok := p.req.Endpoint.UsageFromJSON(body); ok {
+			return u
+		}
+		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
+		return cl.reservedUsage(p)
+	}
+	// Too large to buffer, or cut short: relay what there is, charge in full.
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	if err == nil {
+		_, _ = io.Copy(w, resp.Body)
+	}
+	return cl.reservedUsage(p)
+}
+
+// reservedUsage is the reservation's own upper bound, marked estimated; the
+// request is then charged exactly what was reserved.
+func (cl *Call) reservedUsage(p *plan) budget.Usage {
+	cl.chargeReserved = true
+	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: p.prep.MaxOutputTokens, Estimated: true}
+}
+
+// stream relays an SSE answer event by event, flushing each at once. It
+// keeps the last usage reported; the usage-only chunk the gateway asked for
+// is dropped when the client did not ask for it. A stream that ends without
+// usage (cut short, client gone) is charged for its input estimate and the
+// output the gateway saw, counted with the model's tokenizer.
+func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flush(w)
+
+	maxText := int(min(p.prep.MaxOutputTokens, 1<<22)) * 16
+	meter := p.req.Endpoint.NewMeter(maxText)
+	events := upstream.NewEventReader(body)
+	bound := p.prep.MaxOutputTokens
+	var counted int64 // output tokens counted so far, from countedBytes of text
+	countedBytes := 0
+	lastExtend := g.now()
+	for {
+		raw, data, err := events.Next()
+		if len(raw) > 0 {
+			usageOnly, perr := meter.Observe(data)
+			if perr != nil {
+				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
+			}
+			// Mid-stream metering: a token is at least a byte, so counting
+			// starts only once the text could have reached the bound; then
+			// each new piece is counted as it passes.
+			if text := meter.Text(); len(text) >= int(bound) && len(text) > countedBytes {
+				counted += p.dep.model.Counter.Count(text[countedBytes:])
+				countedBytes = len(text)
+				if counted > bound || meter.Truncated() {
+					g.endOverrun(w, cl, p, counted)
+					cancel()
+					return cl.reservedUsage(p)
+				}
+			}
+			if !usageOnly || p.prep.ClientWantsUsage {
+				if _, werr := w.Write(raw); werr != nil {
+					break // the client went away; the upstream is cancelled with its context
+				}
+				if events.Buffered() == 0 {
+					flush(w)
+				}
+			}
+		}
+		if err != nil {
+			flush(w)
+			if !errors.Is(err, io.EOF) {
+				g.log.Warn("stream ended early", "request_id", cl.id, "err", err)
+			}
+			break
+		}
+		if g.now().Sub(lastExtend) > cl.settings.lease/3 {
+			lastExtend = g.now()
+			if cl.reservation == nil {
+				continue
+			}
+			if err := cl.engine.Extend(context.WithoutCancel(ctx), cl.reservation); err != nil {
+				g.log.Warn("extending lease", "request_id", cl.id, "err", err)
+			}
+		}
+	}
+	if u, ok := meter.Usage(); ok {
+		return u
+	}
+	out := bound
+	if !meter.Truncated() {
+		out = min(out, p.dep.model.Counter.Count(meter.Text()))
+	}
+	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: out, Estimated: true}
+}
+
+// endOverrun ends a stream whose upstream went past the output bound the
+// gateway reserved (it ignored max_tokens): a final error event, then
+// [DONE]. The request is settled at its reservation.
+func (g *Gateway) endOverrun(w http.ResponseWriter, cl *Call, p *plan, counted int64) {
+	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.model,
+		"bound", p.prep.MaxOutputTokens, "counted", counted)
+	g.metrics.StreamsCut.WithLabelValues(cl.model).Inc()
+	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", p.prep.MaxOutputTokens)
+	_, _ = io.WriteString(w, p.req.Endpoint.OverrunEvent(msg))
+	flush(w)
+}
+
+// flush sends what w holds to the client now, where w can.
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,150 @@
+package gateway_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream"
+)
+
+// aliases are the fixture's public names over two deployments: m at main
+// ($1/$2 per 1M tokens) and m2 at backup (three times that).
+const aliases = `aliases:
+  smart: {strategy: weighted, deployments: [{upstream: main, model: m, weight: 3}, {upstream: backup, model: m2, weight: 1}]}
+  busy:  {strategy: least_busy, deployments: [{upstream: main, model: m}, {upstream: backup, model: m2}]}
+  chain: {strategy: ordered, deployments: [{upstream: main, model: m}, {upstream: backup, model: m2}]}`
+
+func ask(model string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]}`
+}
+
+// A weighted alias spreads its requests by weight, each sent as its
+// deployment's model and settled at that deployment's price.
+func TestAliasWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	f := newFixture(t, setup{teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`, top: aliases, intn: rng.IntN})
+	byDeployment := map[string]int{}
+	for range 1000 {
+		o := f.chat(fullKey, ask("smart"))
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		byDeployment[o.resp.Header().Get("X-Tollgate-Deployment")]++
+	}
+	if n := byDeployment["main/m"]; n < 700 || n > 800 || n+byDeployment["backup/m2"] != 1000 {
+		t.Fatalf("served by %v, want 750 ± 50 at main/m (weight 3 of 4)", byDeployment)
+	}
+	for _, r := range f.up.requests() {
+		if want := map[string]string{"main.test": `"model":"m"`, "backup.test": `"model":"m2"`}[r.host]; !strings.Contains(r.body, want) {
+			t.Fatalf("%s was sent %s", r.host, r.body)
+		}
+	}
+	if spent, _ := f.spent(); spent != int64(byDeployment["main/m"]*20+byDeployment["backup/m2"]*60) {
+		t.Fatalf("spent %d for %v: not each at its deployment's price", spent, byDeployment)
+	}
+	for _, e := range f.ledger() {
+		if e.Model != "smart" || (e.Upstream == "backup") != (e.ServedModel == "m2") || e.Reserved != 3*208 {
+			t.Fatalf("ledger entry %+v: want the alias, the model served, and the dearest deployment reserved", e)
+		}
+	}
+}
+
+// A deployment that fails before any byte reached the client hands the
+// request to the next: served there, charged once, at its price.
+func TestFailoverBeforeTheFirstByte(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		fail func(r *http.Request) (*http.Response, error)
+	}{
+		{"a 500", func(r *http.Request) (*http.Response, error) {
+			return jsonAnswer(r, 500, `{"error":{"message":"boom"}}`), nil
+		}},
+		{"a 429", func(r *http.Request) (*http.Response, error) {
+			return jsonAnswer(r, 429, `{"error":{"message":"slow down"}}`), nil
+		}},
+		{"a refused connection", func(*http.Request) (*http.Response, error) { return nil, errRefusedConn }},
+		{"no answer in time", func(*http.Request) (*http.Response, error) { return nil, errTimeout }},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f := newFixture(t, setup{teamLimits: teamBudget, top: aliases})
+			f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+				if r.URL.Host == "main.test" {
+					return tc.fail(r)
+				}
+				return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+			})
+			o := f.chat(fullKey, ask("chain"))
+			if o.err != nil || o.resp.Code != 200 || o.resp.Header().Get("X-Tollgate-Deployment") != "backup/m2" {
+				t.Fatalf("%v %d %q", o.err, o.resp.Code, o.resp.Header().Get("X-Tollgate-Deployment"))
+			}
+			if got := f.up.requests(); len(got) != 2 || got[0].host != "main.test" || got[1].host != "backup.test" {
+				t.Fatalf("upstream requests %+v", got)
+			}
+			if spent, pending := f.spent(); spent != 60 || pending != 0 {
+				t.Fatalf("spent %d pending %d: want once, at backup's price (60)", spent, pending)
+			}
+			if e := f.ledger(); len(e) != 1 || e[0].Upstream != "backup" || e[0].ServedModel != "m2" || e[0].Cost != 60 {
+				t.Fatalf("ledger %+v", e)
+			}
+		})
+	}
+}
+
+// When every deployment fails, the last one's answer is relayed, and
+// nothing is charged.
+func TestTheLastFailureIsRelayed(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget, top: aliases})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		return jsonAnswer(r, 503, `{"error":{"message":"`+r.URL.Host+` is down"}}`), nil
+	})
+	o := f.chat(fullKey, ask("chain"))
+	if o.err != nil || o.resp.Code != 503 || !strings.Contains(o.resp.Body.String(), "backup.test is down") {
+		t.Fatalf("%v %d %s", o.err, o.resp.Code, o.resp.Body)
+	}
+	if spent, pending := f.spent(); spent != 0 || pending != 0 {
+		t.Fatalf("spent %d pending %d", spent, pending)
+	}
+	// main's breaker is open now (one failure opens it here): the next
+	// request goes to backup alone.
+	o = f.chat(fullKey, ask("chain"))
+	hosts := []string{}
+	for _, r := range f.up.requests() {
+		hosts = append(hosts, r.host)
+	}
+	if o.err != nil || o.resp.Code != 503 || strings.Join(hosts, " ") != "main.test backup.test backup.test" {
+		t.Fatalf("with main's breaker open: %v %d, upstream requests to %v", o.err, o.resp.Code, hosts)
+	}
+}
+
+// A least-busy alias sends a request to the upstream with the fewest in
+// flight.
+func TestLeastBusy(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget, top: aliases})
+	f.up.arrived = make(chan string, 4)
+	release := make(chan struct{})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		if strings.Contains(r.URL.Host, "main") {
+			<-release
+		}
+		return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+	})
+	held := make(chan outcome, 1)
+	go func() { held <- f.chat(fullKey, ask("chain")) }() // ordered: main first, held there
+	if host := <-f.up.arrived; host != "main.test" {
+		t.Fatalf("the first went to %s", host)
+	}
+	for range 5 {
+		o := f.do(context.Background(), upstream.Chat, f.request(fullKey, "/v1/chat/completions", ask("busy")))
+		if o.err != nil || o.resp.Header().Get("X-Tollgate-Deployment") != "backup/m2" {
+			t.Fatalf("with main busy: %v, %q", o.err, o.resp.Header().Get("X-Tollgate-Deployment"))
+		}
+		<-f.up.arrived
+	}
+	close(release)
+	if o := <-held; o.err != nil {
+		t.Fatal(o.err)
+	}
+}

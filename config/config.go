@@ -249,8 +249,9 @@ type Redis struct {
 type Upstream struct {
 	Name string `yaml:"name"`
 	// Kind is the wire protocol: "openai" (any OpenAI-compatible API),
-	// "azure" (Azure OpenAI: deployments in the path, api-version, api-key)
-	// or "anthropic" (the Messages API).
+	// "azure" (Azure OpenAI: deployments in the path, api-version, api-key),
+	// "anthropic" (the Messages API), "gemini" (the Gemini API), "vertex"
+	// (Vertex AI: Gemini and Claude) or "bedrock" (Bedrock's Converse).
 	Kind string `yaml:"kind"`
 	// Preset names an OpenAI-compatible provider (mistral, groq, deepseek,
 	// together, fireworks, openrouter, xai, vllm, ollama): its address by
@@ -262,6 +263,17 @@ type Upstream struct {
 	// Deployments maps a model to its Azure deployment name (default: the
 	// model's name).
 	Deployments map[string]string `yaml:"deployments"`
+	// Region, AccessKeyID, SecretAccessKey and SessionToken sign Bedrock's
+	// requests (AWS SigV4); api_key instead is a Bedrock API key.
+	Region          string `yaml:"region"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
+	// Project, Location and CredentialsFile (a service account's JSON
+	// key) are Vertex AI's.
+	Project         string `yaml:"project"`
+	Location        string `yaml:"location"`
+	CredentialsFile string `yaml:"credentials_file"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. ${ENV} is expanded.
 	BaseURL string `yaml:"base_url"`
 	// APIKey is sent upstream; write it as ${ENV_VAR}, never inline.

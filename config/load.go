@@ -90,8 +90,13 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 	}
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
-		expand(fmt.Sprintf("upstreams.%d.base_url", i), &u.BaseURL)
-		expand(fmt.Sprintf("upstreams.%d.api_key", i), &u.APIKey)
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"base_url", &u.BaseURL}, {"api_key", &u.APIKey}, {"access_key_id", &u.AccessKeyID}, {"secret_access_key", &u.SecretAccessKey},
+			{"session_token", &u.SessionToken}, {"project", &u.Project}, {"credentials_file", &u.CredentialsFile}} {
+			expand(fmt.Sprintf("upstreams.%d.%s", i, f.name), f.v)
+		}
 	}
 	for i := range c.Orgs {
 		for j := range c.Orgs[i].Teams {

@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,5 +74,49 @@ upstreams:
 	if err == nil || !strings.Contains(err.Error(), `upstreams.0.preset: unknown preset "groq" for kind anthropic`) ||
 		!strings.Contains(err.Error(), `upstreams.1.preset: unknown preset "nope"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Gemini, Vertex and Bedrock take their prices from the catalogue under
+// their own provider, have default addresses, and name what they lack.
+func TestCloudUpstreams(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "sa.json")
+	if err := os.WriteFile(creds, []byte(`{"type":"service_account"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := `
+upstreams:
+  - {name: g, kind: gemini, api_key: k, models: [gemini-2.5-flash]}
+  - {name: v, kind: vertex, project: p, location: us-east5, credentials_file: "` + creds + `", models: [claude-sonnet-4-5@20250929]}
+  - {name: b, kind: bedrock, region: us-east-1, access_key_id: AKIA, secret_access_key: s, models: ["anthropic.claude-sonnet-4-5-20250929-v1:0"]}
+`
+	c, err := config.Parse([]byte(src), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, priced := range map[string]string{
+		"gemini-2.5-flash":                          "catalogue (gemini",
+		"claude-sonnet-4-5@20250929":                "catalogue (vertex",
+		"anthropic.claude-sonnet-4-5-20250929-v1:0": "catalogue (bedrock",
+	} {
+		if m := c.Models[model]; !strings.HasPrefix(m.Priced, priced) || m.Price().Input <= 0 || m.Price().Output <= 0 {
+			t.Errorf("%s: %+v", model, m)
+		}
+	}
+
+	_, err = config.Parse([]byte(`
+upstreams:
+  - {name: v, kind: vertex, models: [gemini-2.5-flash]}
+  - {name: b, kind: bedrock, models: ["anthropic.claude-sonnet-4-5-20250929-v1:0"]}
+`), noEnv)
+	for _, want := range []string{
+		"upstreams.0: a vertex upstream needs its project and location",
+		"upstreams.0.credentials_file: a vertex upstream needs a service account's JSON key file",
+		"upstreams.1.region: a bedrock upstream needs its region",
+		"upstreams.1: a bedrock upstream needs access_key_id and secret_access_key",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -95,233 +96,13 @@ func (c *Config) validate(v *validator) {
 	if c.AuthFailures.Limit < -1 || c.AuthFailures.Window < time.Second {
 		v.addf("auth_failures", "limit must be -1 (off) or positive, window at least 1s")
 	}
-	switch c.Store.Kind {
-	case "embedded":
-		if c.LedgerPostgres != "" && c.LedgerPath == "" {
-			// The embedded store's outbox for PostgreSQL is the ledger
-			// file: each entry is on disk before it is shipped.
-			v.addf("ledger_postgres", "needs ledger_path with the embedded store (the file is shipped to PostgreSQL)")
-		}
-	case "redis":
-		r := c.Store.Redis
-		if len(r.Addrs) == 0 {
-			v.addf("store.redis.addrs", "lists no address")
-		}
-		for i, a := range r.Addrs {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				v.addf(fmt.Sprintf("store.redis.addrs.%d", i), "want host:port, got %q", a)
-			}
-		}
-		if r.Timeout < time.Millisecond || r.SettleTimeout < time.Millisecond {
-			v.addf("store.redis", "timeouts must be at least 1ms")
-		}
-		if strings.ContainsAny(r.Prefix, "{}") {
-			v.addf("store.redis.prefix", "must not contain { or }")
-		}
-		checkMode := func(p, m string) {
-			switch m {
-			case "fail_closed", "fail_open", "local_fallback":
-			default:
-				v.addf(p, "want fail_closed, fail_open or local_fallback, got %q", m)
-			}
-		}
-		checkMode("store.redis.on_unavailable", r.OnUnavailable)
-		for route, m := range r.OnUnavailableRoutes {
-			if !slices.Contains(Routes, route) {
-				v.addf("store.redis.on_unavailable_routes."+route, "unknown route (want one of %v)", Routes)
-			}
-			checkMode("store.redis.on_unavailable_routes."+route, m)
-		}
-		if r.Instances < 1 {
-			v.addf("store.redis.instances", "must be at least 1")
-		}
-		if r.PoolSize < 1 {
-			v.addf("store.redis.pool_size", "must be at least 1")
-		}
-		if r.LeaseFlush < time.Millisecond || r.LeaseFlush > time.Second {
-			v.addf("store.redis.lease_flush", "want 1ms to 1s, got %v", r.LeaseFlush)
-		}
-		if r.LeaseTTL < 10*r.LeaseFlush {
-			v.addf("store.redis.lease_ttl", "want at least 10 × lease_flush (%v), got %v", 10*r.LeaseFlush, r.LeaseTTL)
-		}
-	default:
-		v.addf("store.kind", "unknown store %q (want embedded or redis)", c.Store.Kind)
-	}
-	if c.Store.SnapshotInterval < time.Second {
-		v.addf("store.snapshot_interval", "must be at least 1s")
-	}
+	c.validateStore(v)
 
-	for name, m := range c.Models {
-		p := "models." + name
-		if !slices.Contains(tokenizer.Encodings, m.Encoding) {
-			v.addf(p+".encoding", "unknown encoding %q (want one of %v)", m.Encoding, tokenizer.Encodings)
-		}
-		for _, f := range []struct {
-			field string
-			m     Money
-		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output},
-			{"reasoning", m.Reasoning}, {"input_audio", m.InputAudio}, {"output_audio", m.OutputAudio}} {
-			if f.m.Value < 0 {
-				v.addf(p+"."+f.field, "price must not be negative")
-			}
-		}
-		if t := m.Above; t != nil {
-			if t.Tokens <= 0 {
-				v.addf(p+".above.tokens", "must be positive: the input tokens past which the tier's rates apply")
-			}
-			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.Output.Value < 0 {
-				v.addf(p+".above", "price must not be negative")
-			}
-		}
-		if m.Embedding {
-			if m.MaxOutputTokens != 0 || m.DefaultOutputTokens != 0 {
-				v.addf(p, "an embedding model has no output tokens")
-			}
-		} else {
-			if m.MaxOutputTokens <= 0 {
-				v.addf(p+".max_output_tokens", "must be positive")
-			}
-			if m.DefaultOutputTokens <= 0 || m.DefaultOutputTokens > m.MaxOutputTokens {
-				v.addf(p+".default_output_tokens", "must be between 1 and max_output_tokens")
-			}
-		}
-		if m.ImageTokens < 0 {
-			v.addf(p+".image_tokens", "must not be negative")
-		}
-		if high, _, ok := imageBound(name); ok && m.ImageTokens < high && !m.Embedding {
-			v.addf(p+".image_tokens", "%d is below the most one image can cost on this model family (%d input tokens): an image would be reserved for less than it bills", m.ImageTokens, high)
-		}
-		if m.ImageTokensLow < 0 || m.ImageTokensLow > m.ImageTokens {
-			v.addf(p+".image_tokens_low", "must be between 0 and image_tokens (%d)", m.ImageTokens)
-		}
-		if m.TokenRatio != 0 && (m.TokenRatio < 1 || m.TokenRatio > 4) {
-			v.addf(p+".token_ratio", "must be between 1 and 4 (an upper bound never scales a count down)")
-		}
-	}
+	c.validateModels(v)
 
-	served := map[string]string{} // model → its primary upstream
-	upstreams := map[string]bool{}
-	fallbacksOf := map[string][]string{}
-	for _, u := range c.Upstreams {
-		fallbacksOf[u.Name] = u.Fallbacks
-	}
-	for i, u := range c.Upstreams {
-		p := fmt.Sprintf("upstreams.%d", i)
-		if !ValidID.MatchString(u.Name) {
-			v.addf(p+".name", "invalid name %q", u.Name)
-		} else if upstreams[u.Name] {
-			v.addf(p+".name", "duplicate upstream %q", u.Name)
-		}
-		upstreams[u.Name] = true
-		if u.Preset != "" {
-			if _, ok := catalog.Presets[u.Preset]; !ok || u.Kind != "openai" {
-				v.addf(p+".preset", "unknown preset %q for kind %s (want one of %s, with kind openai)", u.Preset, u.Kind, presetNames())
-			}
-		}
-		switch u.Kind {
-		case "openai", "anthropic":
-		case "azure":
-			if u.APIVersion == "" {
-				v.addf(p+".api_version", "an azure upstream needs its api-version (e.g. 2024-10-21)")
-			}
-		default:
-			v.addf(p+".kind", "unknown kind %q (want openai, azure or anthropic)", u.Kind)
-		}
-		for m := range u.Deployments {
-			if !slices.Contains(u.Models, m) {
-				v.addf(p+".deployments."+m, "model %q is not served by this upstream", m)
-			}
-		}
-		for j, m := range u.Models {
-			if u.Kind == "anthropic" && c.Models[m].Embedding {
-				v.addf(fmt.Sprintf("%s.models.%d", p, j), "an anthropic upstream serves no embedding model")
-			}
-		}
-		if b, err := url.Parse(u.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
-			v.addf(p+".base_url", "want an http(s) URL, got %q", u.BaseURL)
-		}
-		if u.Timeout < time.Second {
-			v.addf(p+".timeout", "must be at least 1s")
-		}
-		if u.ConnectTimeout < time.Millisecond || u.FirstByteTimeout < time.Millisecond || u.IdleTimeout < time.Millisecond {
-			v.addf(p, "timeouts must be at least 1ms")
-		}
-		for j, f := range u.Fallbacks {
-			if f == u.Name {
-				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "an upstream cannot fall back to itself")
-			} else if _, ok := fallbacksOf[f]; !ok {
-				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "unknown upstream %q", f)
-			}
-		}
-		if q := u.Queue; q != nil {
-			if q.Rate < 0 || q.TokensPerMinute < 0 || q.Concurrency < 0 || q.MaxLength < 0 || q.MaxWait < 0 {
-				v.addf(p+".queue", "values must not be negative")
-			}
-			if q.Rate == 0 && q.TokensPerMinute == 0 && q.Concurrency == 0 {
-				v.addf(p+".queue", "set rate, tokens_per_minute or concurrency")
-			}
-		}
-		for m, pr := range u.Prices {
-			if !slices.Contains(u.Models, m) {
-				v.addf(p+".prices."+m, "model %q is not served by this upstream", m)
-			}
-			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.Output.Value < 0 {
-				v.addf(p+".prices."+m, "price must not be negative")
-			}
-		}
-		if len(u.Models) == 0 {
-			v.addf(p+".models", "lists no model")
-		}
-		for j, m := range u.Models {
-			if mm := c.Models[m]; !mm.hasPrice() {
-				_, updated := catalog.Source()
-				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no price: the catalogue (%s) has no %q at %s; give it one in models.%s (input and output per million tokens)",
-					m, updated, m, u.CatalogProvider(), m)
-			}
-			if primary, dup := served[m]; dup {
-				if !slices.Contains(fallbacksOf[primary], u.Name) {
-					v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q is already served by upstream %q (list %q in its fallbacks to serve it here too)", m, primary, u.Name)
-				}
-				continue
-			}
-			served[m] = u.Name
-		}
-	}
+	served := c.validateUpstreams(v)
 
-	for route, cost := range c.RouteCosts {
-		if !slices.Contains(Routes, route) && !slices.ContainsFunc(c.PaidRoutes, func(r PaidRoute) bool { return r.Prefix == route }) {
-			v.addf("route_costs."+route, "unknown route")
-		}
-		if cost < 1 {
-			v.addf("route_costs."+route, "must be at least 1")
-		}
-	}
-	prefixes := map[string]bool{}
-	for i, r := range c.PaidRoutes {
-		p := fmt.Sprintf("paid_routes.%d", i)
-		if !ValidID.MatchString(r.Name) {
-			v.addf(p+".name", "invalid name %q", r.Name)
-		}
-		if !strings.HasPrefix(r.Prefix, "/") || strings.HasPrefix(r.Prefix, "/v1/") || r.Prefix == "/v1" ||
-			strings.HasSuffix(r.Prefix, "/") || strings.ContainsAny(r.Prefix, "*:?#") {
-			v.addf(p+".prefix", "want a path such as /paid/geocode, outside /v1, without a trailing slash")
-		} else if prefixes[r.Prefix] {
-			v.addf(p+".prefix", "duplicate prefix %q", r.Prefix)
-		}
-		prefixes[r.Prefix] = true
-		if b, err := url.Parse(r.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
-			v.addf(p+".base_url", "want an http(s) URL, got %q", r.BaseURL)
-		}
-		if r.PerRequest.Value < 0 || r.PerUnit.Value < 0 || r.MaxUnits < 0 {
-			v.addf(p, "prices and max_units must not be negative")
-		}
-		if r.PerRequest.Value == 0 && r.PerUnit.Value == 0 {
-			v.addf(p, "set per_request, per_unit or both: a paid route needs a price")
-		}
-		if r.PerUnit.Value > 0 && ((r.UnitsHeader == "") == (r.UnitsJSON == "") || r.MaxUnits == 0) {
-			v.addf(p, "per_unit needs exactly one of units_header and units_json, and max_units")
-		}
-	}
+	c.validatePaidRoutes(v)
 	for name, ls := range c.Plans {
 		if !ValidID.MatchString(name) {
 			v.addf("plans."+name, "invalid plan name")
@@ -329,74 +110,7 @@ func (c *Config) validate(v *validator) {
 		c.validateLimits(v, "plans."+name, ls)
 	}
 	c.validateAliases(v, served)
-	checkModels := func(p string, models []string, within []string) {
-		for i, m := range models {
-			if _, ok := served[m]; !ok && !c.isAlias(m) {
-				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not served by any upstream", m)
-			} else if len(within) > 0 && !slices.Contains(within, m) {
-				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not allowed for the team", m)
-			}
-		}
-	}
-	checkPlan := func(p, plan string) {
-		if _, ok := c.Plans[plan]; plan != "" && !ok {
-			v.addf(p, "unknown plan %q", plan)
-		}
-	}
-	orgs := map[string]bool{}
-	hashes := map[string]string{}
-	for i, o := range c.Orgs {
-		p := fmt.Sprintf("orgs.%d", i)
-		if !ValidID.MatchString(o.ID) {
-			v.addf(p+".id", "invalid id %q", o.ID)
-		} else if orgs[o.ID] {
-			v.addf(p+".id", "duplicate org %q", o.ID)
-		}
-		orgs[o.ID] = true
-		if _, err := time.LoadLocation(o.TimeZone); o.TimeZone != "" && err != nil {
-			v.addf(p+".time_zone", "unknown time zone %q", o.TimeZone)
-		}
-		c.validateLimits(v, p+".limits", o.Limits)
-		teams := map[string]bool{}
-		keys := map[string]bool{}
-		for j, t := range o.Teams {
-			tp := fmt.Sprintf("%s.teams.%d", p, j)
-			if !ValidID.MatchString(t.ID) {
-				v.addf(tp+".id", "invalid id %q", t.ID)
-			} else if teams[t.ID] {
-				v.addf(tp+".id", "duplicate team %q", t.ID)
-			}
-			teams[t.ID] = true
-			checkPlan(tp+".plan", t.Plan)
-			c.validateLimits(v, tp+".limits", t.Limits)
-			c.validateLimits(v, tp+".user_limits", t.UserLimits)
-			for m, ls := range t.ModelLimits {
-				if _, ok := served[m]; !ok && !c.isAlias(m) {
-					v.addf(tp+".model_limits."+m, "model %q is not served by any upstream", m)
-				}
-				c.validateLimits(v, tp+".model_limits."+m, ls)
-			}
-			checkModels(tp+".models", t.Models, nil)
-			for k, key := range t.Keys {
-				kp := fmt.Sprintf("%s.keys.%d", tp, k)
-				if !ValidID.MatchString(key.ID) {
-					v.addf(kp+".id", "invalid id %q", key.ID)
-				} else if keys[key.ID] {
-					v.addf(kp+".id", "duplicate key id %q in org %q", key.ID, o.ID)
-				}
-				keys[key.ID] = true
-				if !keyHash.MatchString(key.Hash) {
-					v.addf(kp+".hash", "want sha256:<64 lowercase hex digits> (run: tollgate keys new)")
-				} else if other, dup := hashes[key.Hash]; dup {
-					v.addf(kp+".hash", "the same key hash is already used by %s", other)
-				}
-				hashes[key.Hash] = o.ID + "/" + key.ID
-				checkPlan(kp+".plan", key.Plan)
-				c.validateLimits(v, kp+".limits", key.Limits)
-				checkModels(kp+".models", key.Models, t.Models)
-			}
-		}
-	}
+	c.validateOrgs(v, served)
 }
 
 func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
@@ -480,6 +194,341 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 			}
 		default:
 			v.addf(lp+".kind", "unknown kind %q (want rate, budget or concurrency)", l.Kind)
+		}
+	}
+}
+
+// validateStore checks the store section.
+func (c *Config) validateStore(v *validator) {
+	switch c.Store.Kind {
+	case "embedded":
+		if c.LedgerPostgres != "" && c.LedgerPath == "" {
+			// The embedded store's outbox for PostgreSQL is the ledger
+			// file: each entry is on disk before it is shipped.
+			v.addf("ledger_postgres", "needs ledger_path with the embedded store (the file is shipped to PostgreSQL)")
+		}
+	case "redis":
+		r := c.Store.Redis
+		if len(r.Addrs) == 0 {
+			v.addf("store.redis.addrs", "lists no address")
+		}
+		for i, a := range r.Addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				v.addf(fmt.Sprintf("store.redis.addrs.%d", i), "want host:port, got %q", a)
+			}
+		}
+		if r.Timeout < time.Millisecond || r.SettleTimeout < time.Millisecond {
+			v.addf("store.redis", "timeouts must be at least 1ms")
+		}
+		if strings.ContainsAny(r.Prefix, "{}") {
+			v.addf("store.redis.prefix", "must not contain { or }")
+		}
+		checkMode := func(p, m string) {
+			switch m {
+			case "fail_closed", "fail_open", "local_fallback":
+			default:
+				v.addf(p, "want fail_closed, fail_open or local_fallback, got %q", m)
+			}
+		}
+		checkMode("store.redis.on_unavailable", r.OnUnavailable)
+		for route, m := range r.OnUnavailableRoutes {
+			if !slices.Contains(Routes, route) {
+				v.addf("store.redis.on_unavailable_routes."+route, "unknown route (want one of %v)", Routes)
+			}
+			checkMode("store.redis.on_unavailable_routes."+route, m)
+		}
+		if r.Instances < 1 {
+			v.addf("store.redis.instances", "must be at least 1")
+		}
+		if r.PoolSize < 1 {
+			v.addf("store.redis.pool_size", "must be at least 1")
+		}
+		if r.LeaseFlush < time.Millisecond || r.LeaseFlush > time.Second {
+			v.addf("store.redis.lease_flush", "want 1ms to 1s, got %v", r.LeaseFlush)
+		}
+		if r.LeaseTTL < 10*r.LeaseFlush {
+			v.addf("store.redis.lease_ttl", "want at least 10 × lease_flush (%v), got %v", 10*r.LeaseFlush, r.LeaseTTL)
+		}
+	default:
+		v.addf("store.kind", "unknown store %q (want embedded or redis)", c.Store.Kind)
+	}
+	if c.Store.SnapshotInterval < time.Second {
+		v.addf("store.snapshot_interval", "must be at least 1s")
+	}
+}
+
+// validateModels checks each model's prices and token bounds.
+func (c *Config) validateModels(v *validator) {
+	for name, m := range c.Models {
+		p := "models." + name
+		if !slices.Contains(tokenizer.Encodings, m.Encoding) {
+			v.addf(p+".encoding", "unknown encoding %q (want one of %v)", m.Encoding, tokenizer.Encodings)
+		}
+		for _, f := range []struct {
+			field string
+			m     Money
+		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output},
+			{"reasoning", m.Reasoning}, {"input_audio", m.InputAudio}, {"output_audio", m.OutputAudio}} {
+			if f.m.Value < 0 {
+				v.addf(p+"."+f.field, "price must not be negative")
+			}
+		}
+		if t := m.Above; t != nil {
+			if t.Tokens <= 0 {
+				v.addf(p+".above.tokens", "must be positive: the input tokens past which the tier's rates apply")
+			}
+			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.Output.Value < 0 {
+				v.addf(p+".above", "price must not be negative")
+			}
+		}
+		if m.Embedding {
+			if m.MaxOutputTokens != 0 || m.DefaultOutputTokens != 0 {
+				v.addf(p, "an embedding model has no output tokens")
+			}
+		} else {
+			if m.MaxOutputTokens <= 0 {
+				v.addf(p+".max_output_tokens", "must be positive")
+			}
+			if m.DefaultOutputTokens <= 0 || m.DefaultOutputTokens > m.MaxOutputTokens {
+				v.addf(p+".default_output_tokens", "must be between 1 and max_output_tokens")
+			}
+		}
+		if m.ImageTokens < 0 {
+			v.addf(p+".image_tokens", "must not be negative")
+		}
+		if high, _, ok := imageBound(name); ok && m.ImageTokens < high && !m.Embedding {
+			v.addf(p+".image_tokens", "%d is below the most one image can cost on this model family (%d input tokens): an image would be reserved for less than it bills", m.ImageTokens, high)
+		}
+		if m.ImageTokensLow < 0 || m.ImageTokensLow > m.ImageTokens {
+			v.addf(p+".image_tokens_low", "must be between 0 and image_tokens (%d)", m.ImageTokens)
+		}
+		if m.TokenRatio != 0 && (m.TokenRatio < 1 || m.TokenRatio > 4) {
+			v.addf(p+".token_ratio", "must be between 1 and 4 (an upper bound never scales a count down)")
+		}
+	}
+}
+
+// validateUpstreams checks the upstreams and returns each served model's
+// primary upstream.
+func (c *Config) validateUpstreams(v *validator) map[string]string {
+	served := map[string]string{} // model → its primary upstream
+	upstreams := map[string]bool{}
+	fallbacksOf := map[string][]string{}
+	for _, u := range c.Upstreams {
+		fallbacksOf[u.Name] = u.Fallbacks
+	}
+	for i, u := range c.Upstreams {
+		p := fmt.Sprintf("upstreams.%d", i)
+		if !ValidID.MatchString(u.Name) {
+			v.addf(p+".name", "invalid name %q", u.Name)
+		} else if upstreams[u.Name] {
+			v.addf(p+".name", "duplicate upstream %q", u.Name)
+		}
+		upstreams[u.Name] = true
+		if u.Preset != "" {
+			if _, ok := catalog.Presets[u.Preset]; !ok || u.Kind != "openai" {
+				v.addf(p+".preset", "unknown preset %q for kind %s (want one of %s, with kind openai)", u.Preset, u.Kind, presetNames())
+			}
+		}
+		u.validateKind(v, p)
+		for m := range u.Deployments {
+			if !slices.Contains(u.Models, m) {
+				v.addf(p+".deployments."+m, "model %q is not served by this upstream", m)
+			}
+		}
+		for j, m := range u.Models {
+			if u.Kind != "openai" && u.Kind != "azure" && c.Models[m].Embedding {
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "a %s upstream serves no embedding model", u.Kind)
+			}
+		}
+		// Gemini, Vertex and Bedrock have their addresses by default.
+		defaulted := u.BaseURL == "" && (u.Kind == "gemini" || u.Kind == "vertex" || u.Kind == "bedrock")
+		if b, err := url.Parse(u.BaseURL); !defaulted && (err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "") {
+			v.addf(p+".base_url", "want an http(s) URL, got %q", u.BaseURL)
+		}
+		if u.Timeout < time.Second {
+			v.addf(p+".timeout", "must be at least 1s")
+		}
+		if u.ConnectTimeout < time.Millisecond || u.FirstByteTimeout < time.Millisecond || u.IdleTimeout < time.Millisecond {
+			v.addf(p, "timeouts must be at least 1ms")
+		}
+		for j, f := range u.Fallbacks {
+			if f == u.Name {
+				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "an upstream cannot fall back to itself")
+			} else if _, ok := fallbacksOf[f]; !ok {
+				v.addf(fmt.Sprintf("%s.fallbacks.%d", p, j), "unknown upstream %q", f)
+			}
+		}
+		if q := u.Queue; q != nil {
+			if q.Rate < 0 || q.TokensPerMinute < 0 || q.Concurrency < 0 || q.MaxLength < 0 || q.MaxWait < 0 {
+				v.addf(p+".queue", "values must not be negative")
+			}
+			if q.Rate == 0 && q.TokensPerMinute == 0 && q.Concurrency == 0 {
+				v.addf(p+".queue", "set rate, tokens_per_minute or concurrency")
+			}
+		}
+		for m, pr := range u.Prices {
+			if !slices.Contains(u.Models, m) {
+				v.addf(p+".prices."+m, "model %q is not served by this upstream", m)
+			}
+			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.Output.Value < 0 {
+				v.addf(p+".prices."+m, "price must not be negative")
+			}
+		}
+		if len(u.Models) == 0 {
+			v.addf(p+".models", "lists no model")
+		}
+		for j, m := range u.Models {
+			if mm := c.Models[m]; !mm.hasPrice() {
+				_, updated := catalog.Source()
+				v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q has no price: the catalogue (%s) has no %q at %s; give it one in models.%s (input and output per million tokens)",
+					m, updated, m, u.CatalogProvider(), m)
+			}
+			if primary, dup := served[m]; dup {
+				if !slices.Contains(fallbacksOf[primary], u.Name) {
+					v.addf(fmt.Sprintf("%s.models.%d", p, j), "model %q is already served by upstream %q (list %q in its fallbacks to serve it here too)", m, primary, u.Name)
+				}
+				continue
+			}
+			served[m] = u.Name
+		}
+	}
+	return served
+}
+
+// validatePaidRoutes checks route costs and the paid HTTP routes.
+func (c *Config) validatePaidRoutes(v *validator) {
+	for route, cost := range c.RouteCosts {
+		if !slices.Contains(Routes, route) && !slices.ContainsFunc(c.PaidRoutes, func(r PaidRoute) bool { return r.Prefix == route }) {
+			v.addf("route_costs."+route, "unknown route")
+		}
+		if cost < 1 {
+			v.addf("route_costs."+route, "must be at least 1")
+		}
+	}
+	prefixes := map[string]bool{}
+	for i, r := range c.PaidRoutes {
+		p := fmt.Sprintf("paid_routes.%d", i)
+		if !ValidID.MatchString(r.Name) {
+			v.addf(p+".name", "invalid name %q", r.Name)
+		}
+		if !strings.HasPrefix(r.Prefix, "/") || strings.HasPrefix(r.Prefix, "/v1/") || r.Prefix == "/v1" ||
+			strings.HasSuffix(r.Prefix, "/") || strings.ContainsAny(r.Prefix, "*:?#") {
+			v.addf(p+".prefix", "want a path such as /paid/geocode, outside /v1, without a trailing slash")
+		} else if prefixes[r.Prefix] {
+			v.addf(p+".prefix", "duplicate prefix %q", r.Prefix)
+		}
+		prefixes[r.Prefix] = true
+		if b, err := url.Parse(r.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
+			v.addf(p+".base_url", "want an http(s) URL, got %q", r.BaseURL)
+		}
+		if r.PerRequest.Value < 0 || r.PerUnit.Value < 0 || r.MaxUnits < 0 {
+			v.addf(p, "prices and max_units must not be negative")
+		}
+		if r.PerRequest.Value == 0 && r.PerUnit.Value == 0 {
+			v.addf(p, "set per_request, per_unit or both: a paid route needs a price")
+		}
+		if r.PerUnit.Value > 0 && ((r.UnitsHeader == "") == (r.UnitsJSON == "") || r.MaxUnits == 0) {
+			v.addf(p, "per_unit needs exactly one of units_header and units_json, and max_units")
+		}
+	}
+}
+
+// validateKind checks what an upstream's kind needs.
+func (u Upstream) validateKind(v *validator, p string) {
+	switch u.Kind {
+	case "openai", "anthropic", "gemini":
+	case "azure":
+		if u.APIVersion == "" {
+			v.addf(p+".api_version", "an azure upstream needs its api-version (e.g. 2024-10-21)")
+		}
+	case "bedrock":
+		if u.Region == "" {
+			v.addf(p+".region", "a bedrock upstream needs its region (e.g. us-east-1)")
+		}
+		if u.APIKey == "" && (u.AccessKeyID == "" || u.SecretAccessKey == "") {
+			v.addf(p, "a bedrock upstream needs access_key_id and secret_access_key (${ENV} values), or api_key")
+		}
+	case "vertex":
+		if u.Project == "" || u.Location == "" {
+			v.addf(p, "a vertex upstream needs its project and location (e.g. us-east5)")
+		}
+		if _, err := os.Stat(u.CredentialsFile); u.CredentialsFile == "" || err != nil {
+			v.addf(p+".credentials_file", "a vertex upstream needs a service account's JSON key file: %q cannot be read", u.CredentialsFile)
+		}
+	default:
+		v.addf(p+".kind", "unknown kind %q (want openai, azure, anthropic, gemini, vertex or bedrock)", u.Kind)
+	}
+}
+
+// validateOrgs checks orgs, their teams and keys.
+func (c *Config) validateOrgs(v *validator, served map[string]string) {
+	checkModels := func(p string, models []string, within []string) {
+		for i, m := range models {
+			if _, ok := served[m]; !ok && !c.isAlias(m) {
+				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not served by any upstream", m)
+			} else if len(within) > 0 && !slices.Contains(within, m) {
+				v.addf(fmt.Sprintf("%s.%d", p, i), "model %q is not allowed for the team", m)
+			}
+		}
+	}
+	checkPlan := func(p, plan string) {
+		if _, ok := c.Plans[plan]; plan != "" && !ok {
+			v.addf(p, "unknown plan %q", plan)
+		}
+	}
+	orgs := map[string]bool{}
+	hashes := map[string]string{}
+	for i, o := range c.Orgs {
+		p := fmt.Sprintf("orgs.%d", i)
+		if !ValidID.MatchString(o.ID) {
+			v.addf(p+".id", "invalid id %q", o.ID)
+		} else if orgs[o.ID] {
+			v.addf(p+".id", "duplicate org %q", o.ID)
+		}
+		orgs[o.ID] = true
+		if _, err := time.LoadLocation(o.TimeZone); o.TimeZone != "" && err != nil {
+			v.addf(p+".time_zone", "unknown time zone %q", o.TimeZone)
+		}
+		c.validateLimits(v, p+".limits", o.Limits)
+		teams := map[string]bool{}
+		keys := map[string]bool{}
+		for j, t := range o.Teams {
+			tp := fmt.Sprintf("%s.teams.%d", p, j)
+			if !ValidID.MatchString(t.ID) {
+				v.addf(tp+".id", "invalid id %q", t.ID)
+			} else if teams[t.ID] {
+				v.addf(tp+".id", "duplicate team %q", t.ID)
+			}
+			teams[t.ID] = true
+			checkPlan(tp+".plan", t.Plan)
+			c.validateLimits(v, tp+".limits", t.Limits)
+			c.validateLimits(v, tp+".user_limits", t.UserLimits)
+			for m, ls := range t.ModelLimits {
+				if _, ok := served[m]; !ok && !c.isAlias(m) {
+					v.addf(tp+".model_limits."+m, "model %q is not served by any upstream", m)
+				}
+				c.validateLimits(v, tp+".model_limits."+m, ls)
+			}
+			checkModels(tp+".models", t.Models, nil)
+			for k, key := range t.Keys {
+				kp := fmt.Sprintf("%s.keys.%d", tp, k)
+				if !ValidID.MatchString(key.ID) {
+					v.addf(kp+".id", "invalid id %q", key.ID)
+				} else if keys[key.ID] {
+					v.addf(kp+".id", "duplicate key id %q in org %q", key.ID, o.ID)
+				}
+				keys[key.ID] = true
+				if !keyHash.MatchString(key.Hash) {
+					v.addf(kp+".hash", "want sha256:<64 lowercase hex digits> (run: tollgate keys new)")
+				} else if other, dup := hashes[key.Hash]; dup {
+					v.addf(kp+".hash", "the same key hash is already used by %s", other)
+				}
+				hashes[key.Hash] = o.ID + "/" + key.ID
+				checkPlan(kp+".plan", key.Plan)
+				c.validateLimits(v, kp+".limits", key.Limits)
+				checkModels(kp+".models", key.Models, t.Models)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // Provider is one upstream's dialect of the wire: where a request goes
@@ -19,8 +20,9 @@ type Provider interface {
 	Kind() string
 	// Serves reports whether the provider answers requests of ep.
 	Serves(ep Endpoint) bool
-	// URL is where a request for model at ep goes.
-	URL(ep Endpoint, model string) string
+	// URL is where a request for model at ep goes (a stream's, where the
+	// provider streams elsewhere).
+	URL(ep Endpoint, model string, stream bool) string
 	// Header sets on out the headers that carry the upstream's key and
 	// the dialect's version, taking from the client's in what the dialect
 	// lets a client choose (Anthropic's version and betas).
@@ -29,12 +31,21 @@ type Provider interface {
 
 // ProviderConfig is what a provider is built from.
 type ProviderConfig struct {
-	Kind    string // "openai" (the default), "azure" or "anthropic"
+	// Kind is "openai" (the default), "azure", "anthropic", "gemini",
+	// "vertex" or "bedrock".
+	Kind    string
 	BaseURL string
 	APIKey  string
 	// APIVersion and Deployments (model → deployment) are Azure's.
 	APIVersion  string
 	Deployments map[string]string
+	// Region, AccessKeyID, SecretKey and SessionToken are Bedrock's (AWS
+	// SigV4; or APIKey, a Bedrock API key, as a bearer token).
+	Region, AccessKeyID, SecretKey, SessionToken string
+	// Project, Location and Credentials (a service account's JSON key)
+	// are Vertex AI's.
+	Project, Location string
+	Credentials       []byte
 }
 
 // NewProvider returns the provider of c.Kind.
@@ -47,6 +58,12 @@ func NewProvider(c ProviderConfig) (Provider, error) {
 		return azure{openAI: openAI{base: base, key: c.APIKey}, version: c.APIVersion, deployments: c.Deployments}, nil
 	case "anthropic":
 		return anthropicProvider{base: base, key: c.APIKey}, nil
+	case "gemini":
+		return newGemini(base, c.APIKey), nil
+	case "bedrock":
+		return newBedrock(base, c)
+	case "vertex":
+		return newVertex(base, c)
 	}
 	return nil, fmt.Errorf("upstream: unknown provider kind %q", c.Kind)
 }
@@ -58,7 +75,17 @@ func (openAI) Kind() string { return "openai" }
 
 func (openAI) Serves(ep Endpoint) bool { return ep != Messages }
 
-func (p openAI) URL(ep Endpoint, _ string) string { return p.base + ep.Path() }
+func (openAI) Wire(string) convert.Wire { return convert.OpenAI }
+
+// Encode writes a translated request (an Anthropic client's) in Chat
+// Completions, with the cap in the field m's server honours and, for a
+// stream, the usage asked for where it must be.
+func (openAI) Encode(c *convert.Chat, m *Model) ([]byte, error) {
+	ask := m.StreamUsage == "" || m.StreamUsage == "stream_options"
+	return convert.ToOpenAI(c, m.CapField, ask)
+}
+
+func (p openAI) URL(ep Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
 
 func (p openAI) Header(out, _ http.Header) {
 	if p.key != "" {
@@ -76,7 +103,7 @@ type azure struct {
 
 func (azure) Kind() string { return "azure" }
 
-func (p azure) URL(ep Endpoint, model string) string {
+func (p azure) URL(ep Endpoint, model string, _ bool) string {
 	deployment := p.deployments[model]
 	if deployment == "" {
 		deployment = model
@@ -99,7 +126,14 @@ func (anthropicProvider) Kind() string { return "anthropic" }
 
 func (anthropicProvider) Serves(ep Endpoint) bool { return ep == Messages }
 
-func (p anthropicProvider) URL(ep Endpoint, _ string) string { return p.base + ep.Path() }
+func (anthropicProvider) Wire(string) convert.Wire { return convert.Anthropic }
+
+// Encode writes a translated request (an OpenAI client's) as Messages.
+func (anthropicProvider) Encode(c *convert.Chat, _ *Model) ([]byte, error) {
+	return convert.ToAnthropic(c, nil)
+}
+
+func (p anthropicProvider) URL(ep Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
 
 func (p anthropicProvider) Header(out, in http.Header) {
 	version := in.Get("Anthropic-Version")

@@ -27,7 +27,7 @@ func TestProvidersURLsHeadersAndEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		ep := c.serves
-		if got := p.URL(ep, "gpt-4o"); got != c.url {
+		if got := p.URL(ep, "gpt-4o", false); got != c.url {
 			t.Errorf("%s: URL %s, want %s", p.Kind(), got, c.url)
 		}
 		out := http.Header{}
@@ -45,7 +45,7 @@ func TestProvidersURLsHeadersAndEndpoints(t *testing.T) {
 			t.Errorf("%s passed on an Anthropic header", p.Kind())
 		}
 	}
-	if _, err := NewProvider(ProviderConfig{Kind: "gemini"}); err == nil {
+	if _, err := NewProvider(ProviderConfig{Kind: "cohere"}); err == nil {
 		t.Fatal("an unknown kind is an error")
 	}
 }

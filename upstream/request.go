@@ -123,6 +123,8 @@ type Request struct {
 	// User is the request's "user" field, if any.
 	User   string
 	fields map[string]json.RawMessage
+	// raw is the body as the client sent it (a translation reads it).
+	raw []byte
 	// prompts is how many prompts a legacy completions request holds:
 	// each gets its own choices.
 	prompts int64
@@ -139,7 +141,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	if err := checkNames(e, body); err != nil {
 		return nil, err
 	}
-	r := &Request{Endpoint: e, fields: fields}
+	r := &Request{Endpoint: e, fields: fields, raw: body}
 	if err := r.str("model", &r.Model); err != nil {
 		return nil, err
 	}
@@ -194,6 +196,10 @@ type Prepared struct {
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool
+	// Translation, when set, says the upstream speaks another wire than
+	// the client: Body is in the upstream's, and the answer must come
+	// back through it.
+	Translation *Translation
 }
 
 // Prepare estimates r against m and rewrites it so the estimate is an upper
@@ -344,6 +350,9 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 func (r *Request) SetOutputCap(p *Prepared, limit int64) error {
 	if r.capKey == "" || limit < 1 || limit >= p.OutputCap {
 		return fmt.Errorf("upstream: output cap %d is not in [1, %d)", limit, p.OutputCap)
+	}
+	if p.Translation != nil {
+		return p.encode(limit)
 	}
 	r.fields[r.capKey] = json.RawMessage(strconv.FormatInt(limit, 10))
 	body, err := encode(r.fields)

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -90,26 +89,24 @@ func planFor(ep upstream.Endpoint, body []byte, r *route) ([]*plan, error) {
 	var plans []*plan
 	var first error
 	for _, d := range r.deployments {
-		if !d.target.provider.Serves(ep) {
-			if first == nil {
-				want := "/v1/chat/completions"
-				if d.target.provider.Serves(upstream.Messages) {
-					want = "/v1/messages"
-				}
-				first = &upstream.RequestError{Param: "model", Message: fmt.Sprintf("%s is served by an upstream that speaks another API; call %s", r.name, want)}
-			}
-			continue
-		}
-		if i := slices.IndexFunc(plans, func(p *plan) bool { return p.dep.model.SameRequest(&d.model) }); i >= 0 {
+		native := d.target.provider.Serves(ep)
+		if i := slices.IndexFunc(plans, func(p *plan) bool {
+			return p.dep.model.SameRequest(&d.model) && p.dep.target.provider.Kind() == d.target.provider.Kind()
+		}); i >= 0 {
 			plans = append(plans, &plan{dep: d, req: plans[i].req, prep: plans[i].prep})
 			continue
 		}
 		req, err := upstream.ParseRequest(ep, body)
-		if err == nil && req.Model != d.model.Name {
+		var prep *upstream.Prepared
+		switch {
+		case err != nil:
+		case !native:
+			// Another wire: the request is translated for it.
+			prep, err = req.Translate(&d.model, d.target.provider)
+		case req.Model != d.model.Name:
 			err = req.SetModel(d.model.Name)
 		}
-		var prep *upstream.Prepared
-		if err == nil {
+		if err == nil && native {
 			prep, err = req.Prepare(&d.model)
 		}
 		if err != nil {

@@ -39,10 +39,10 @@ func TestAdmitRefusesWhatItCannotBound(t *testing.T) {
 			check: func(err error) bool { var r *upstream.RequestError; return errors.As(err, &r) }},
 		{desc: "an output cap past the model's", key: fullKey, ep: upstream.Chat, body: `{"model":"m","max_tokens":5000,"messages":[{"role":"user","content":"x"}]}`,
 			check: func(err error) bool { var r *upstream.RequestError; return errors.As(err, &r) }},
-		{desc: "an OpenAI model on the Messages API", key: fullKey, ep: upstream.Messages, body: `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"x"}]}`,
+		{desc: "a Messages request without max_tokens", key: fullKey, ep: upstream.Messages, body: `{"model":"m","messages":[{"role":"user","content":"x"}]}`,
 			check: func(err error) bool {
 				var r *upstream.RequestError
-				return errors.As(err, &r) && r.Param == "model" && strings.Contains(r.Message, "/v1/chat/completions")
+				return errors.As(err, &r) && r.Param == "max_tokens"
 			}},
 		{desc: "a body that cannot be read", key: fullKey, ep: upstream.Chat, readErr: unreadable,
 			check: func(err error) bool { return errors.Is(err, unreadable) }},

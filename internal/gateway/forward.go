@@ -80,7 +80,7 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 		a := g.send(ctx, cl, p)
 		if a.retryable() && i < len(order)-1 && ctx.Err() == nil {
 			// Nothing reached the client: the next deployment may serve it.
-			failed = a.fail(cl)
+			failed = a.fail(p)
 			t.inflight.Add(-1)
 			release()
 			done(breaker.ErrFailed)

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // maxResponseBytes bounds a non-streaming response the gateway buffers to
@@ -46,7 +48,11 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t := p.dep.target
 	ctx, cancel := context.WithTimeout(rctx, t.timeout)
 	a := &attempt{t: t, cancel: cancel, sent: g.now()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(p.req.Endpoint, p.dep.model.Name), bytes.NewReader(p.prep.Body))
+	ep := p.req.Endpoint
+	if tr := p.prep.Translation; tr != nil {
+		ep = upstream.EndpointOf(tr.Upstream)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(ep, p.dep.model.Name, cl.llm.Stream), bytes.NewReader(p.prep.Body))
 	if err != nil {
 		a.err = err
 		return a
@@ -58,6 +64,13 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	t.provider.Header(req.Header, cl.req.Header)
+	if s, ok := t.provider.(upstream.Signer); ok {
+		if err := s.Sign(ctx, req, p.prep.Body); err != nil {
+			g.log.Error("signing the upstream request", "request_id", cl.id, "upstream", t.name, "err", err)
+			a.err = ErrUpstream
+			return a
+		}
+	}
 	resp, err := t.client.Do(req)
 	if err != nil {
 		g.metrics.UpstreamLatency.WithLabelValues(t.name).Observe(g.now().Sub(a.sent).Seconds())
@@ -104,8 +117,8 @@ func (f *failure) Error() string {
 }
 
 // fail ends a, backing its upstream off for a Retry-After, and keeps what
-// the client would have been told.
-func (a *attempt) fail(cl *Call) *failure {
+// the client would have been told: the answer, in the client's wire.
+func (a *attempt) fail(p *plan) *failure {
 	defer a.cancel()
 	if a.resp == nil {
 		return &failure{err: a.err}
@@ -123,6 +136,10 @@ func (a *attempt) fail(cl *Call) *failure {
 	}
 	f.header.Set("X-Tollgate-Upstream", a.t.name)
 	f.body, _ = io.ReadAll(io.LimitReader(a.resp.Body, 1<<20))
+	if tr := p.prep.Translation; tr != nil {
+		f.body = convert.WriteError(tr.Client, f.status, convert.ReadError(tr.Upstream, a.resp.Header, f.body))
+		f.header.Set("Content-Type", "application/json")
+	}
 	return f
 }
 
@@ -164,6 +181,10 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 	}
 	h.Set("X-Tollgate-Upstream", t.name)
 	h.Set("X-Tollgate-Deployment", p.dep.name())
+	if p.prep.Translation != nil {
+		h.Del("Content-Type")
+		return g.relayTranslated(rctx, cl, p, a, w)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return u, false, relayFailure(w, t, resp), nil
 	}
@@ -262,19 +283,11 @@ func (cl *Call) reservedUsage(p *plan) budget.Usage {
 // usage (cut short, client gone) is charged for its input estimate and the
 // output the gateway saw, counted with the model's tokenizer.
 func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	flush(w)
-
-	maxText := int(min(p.prep.MaxOutputTokens, 1<<22)) * 16
-	meter := p.req.Endpoint.NewMeter(maxText)
+	startStream(w)
+	meter := p.req.Endpoint.NewMeter(maxText(p))
 	events := upstream.NewEventReader(body)
-	bound := p.prep.MaxOutputTokens
-	var counted int64 // output tokens counted so far, from countedBytes of text
-	countedBytes := 0
-	lastExtend := g.now()
+	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}
+	lease := g.leaseKeeper(ctx, cl)
 	for {
 		raw, data, err := events.Next()
 		if len(raw) > 0 {
@@ -282,17 +295,10 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			if perr != nil {
 				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
 			}
-			// Mid-stream metering: a token is at least a byte, so counting
-			// starts only once the text could have reached the bound; then
-			// each new piece is counted as it passes.
-			if text := meter.Text(); len(text) >= int(bound) && len(text) > countedBytes {
-				counted += p.dep.model.Counter.Count(text[countedBytes:])
-				countedBytes = len(text)
-				if counted > bound || meter.Truncated() {
-					g.endOverrun(w, cl, p, counted)
-					cancel()
-					return cl.reservedUsage(p)
-				}
+			if count.over(meter.Text(), meter.Truncated()) {
+				g.endOverrun(w, cl, p, p.req.Endpoint.OverrunEvent(overrunMessage(p)), count.counted)
+				cancel()
+				return cl.reservedUsage(p)
 			}
 			if !usageOnly || p.prep.ClientWantsUsage {
 				if _, werr := w.Write(raw); werr != nil {
@@ -310,35 +316,95 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			}
 			break
 		}
-		if g.now().Sub(lastExtend) > cl.settings.lease/3 {
-			lastExtend = g.now()
-			if cl.reservation == nil {
-				continue
-			}
-			if err := cl.engine.Extend(context.WithoutCancel(ctx), cl.reservation); err != nil {
-				g.log.Warn("extending lease", "request_id", cl.id, "err", err)
-			}
-		}
+		lease.keep()
 	}
 	if u, ok := meter.Usage(); ok {
 		return u
 	}
-	out := bound
-	if !meter.Truncated() {
-		out = min(out, p.dep.model.Counter.Count(meter.Text()))
+	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: count.final(meter.Text(), meter.Truncated()), Estimated: true}
+}
+
+// maxText is how much of a stream's output text the gateway keeps to
+// count: 16 bytes a token bounds any tokenizer's longest token.
+func maxText(p *plan) int { return int(min(p.prep.MaxOutputTokens, 1<<22)) * 16 }
+
+// outputCount counts a stream's output as it passes. A token is at least
+// a byte, so counting starts only once the text could have reached the
+// bound; then each new piece is counted as it passes.
+type outputCount struct {
+	counter *tokenizer.Counter
+	bound   int64
+	counted int64 // output tokens counted so far, from bytes of text
+	bytes   int
+}
+
+// over reports whether text — the output so far; truncated: more passed
+// than text holds — has passed the bound.
+func (o *outputCount) over(text string, truncated bool) bool {
+	if len(text) < int(o.bound) || len(text) <= o.bytes {
+		return false
 	}
-	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: out, Estimated: true}
+	o.counted += o.counter.Count(text[o.bytes:])
+	o.bytes = len(text)
+	return o.counted > o.bound || truncated
+}
+
+// final is the output a stream that reported no usage is charged: what
+// was counted of it, never past the bound.
+func (o *outputCount) final(text string, truncated bool) int64 {
+	if truncated {
+		return o.bound
+	}
+	return min(o.bound, o.counter.Count(text))
+}
+
+// leaseKeeper renews a streaming request's reservation every third of its
+// lease, while the stream lasts.
+type leaseKeeper struct {
+	g    *Gateway
+	ctx  context.Context
+	cl   *Call
+	last time.Time
+}
+
+func (g *Gateway) leaseKeeper(ctx context.Context, cl *Call) *leaseKeeper {
+	return &leaseKeeper{g: g, ctx: ctx, cl: cl, last: g.now()}
+}
+
+func (k *leaseKeeper) keep() {
+	if k.g.now().Sub(k.last) <= k.cl.settings.lease/3 {
+		return
+	}
+	k.last = k.g.now()
+	if k.cl.reservation == nil {
+		return
+	}
+	if err := k.cl.engine.Extend(context.WithoutCancel(k.ctx), k.cl.reservation); err != nil {
+		k.g.log.Warn("extending lease", "request_id", k.cl.id, "err", err)
+	}
+}
+
+func overrunMessage(p *plan) string {
+	return fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", p.prep.MaxOutputTokens)
 }
 
 // endOverrun ends a stream whose upstream went past the output bound the
-// gateway reserved (it ignored max_tokens): a final error event, then
-// [DONE]. The request is settled at its reservation.
-func (g *Gateway) endOverrun(w http.ResponseWriter, cl *Call, p *plan, counted int64) {
+// gateway reserved (it ignored the cap): a final error event in the
+// client's dialect. The request is settled at its reservation.
+func (g *Gateway) endOverrun(w http.ResponseWriter, cl *Call, p *plan, event string, counted int64) {
 	g.log.Warn("upstream passed the reserved output bound; stream ended", "request_id", cl.id, "model", cl.model,
 		"bound", p.prep.MaxOutputTokens, "counted", counted)
 	g.metrics.StreamsCut.WithLabelValues(cl.model).Inc()
-	msg := fmt.Sprintf("The upstream passed the %d output tokens reserved for this request; the gateway ended the stream.", p.prep.MaxOutputTokens)
-	_, _ = io.WriteString(w, p.req.Endpoint.OverrunEvent(msg))
+	_, _ = io.WriteString(w, event)
+	flush(w)
+}
+
+// startStream writes a stream's headers.
+func startStream(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
 	flush(w)
 }
 

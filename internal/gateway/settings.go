@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/config"
@@ -203,10 +204,17 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 	if rt == nil {
 		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
 	}
-	provider, err := upstream.NewProvider(upstream.ProviderConfig{Kind: u.Kind, BaseURL: u.BaseURL, APIKey: u.APIKey,
-		APIVersion: u.APIVersion, Deployments: u.Deployments})
+	pc := upstream.ProviderConfig{Kind: u.Kind, BaseURL: u.BaseURL, APIKey: u.APIKey, APIVersion: u.APIVersion, Deployments: u.Deployments,
+		Region: u.Region, AccessKeyID: u.AccessKeyID, SecretKey: u.SecretAccessKey, SessionToken: u.SessionToken, Project: u.Project, Location: u.Location}
+	if u.CredentialsFile != "" {
+		var err error
+		if pc.Credentials, err = os.ReadFile(u.CredentialsFile); err != nil {
+			return nil, fmt.Errorf("gateway: upstream %s: %w", u.Name, err)
+		}
+	}
+	provider, err := upstream.NewProvider(pc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("gateway: upstream %s: %w", u.Name, err)
 	}
 	return &target{
 		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,

@@ -1,0 +1,170 @@
+package convert_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// golden compares got with testdata/<name>, rewriting it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s:\n got: %s\nwant: %s", name, got, want)
+	}
+}
+
+func indent(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return append(out.Bytes(), '\n')
+}
+
+// A client's request, in each wire an upstream may speak: golden files
+// under testdata/requests.
+func TestRequests(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		read func([]byte) (*convert.Chat, error)
+	}{
+		{"openai_full.json", convert.FromOpenAI},
+		{"anthropic_full.json", convert.FromAnthropic},
+	} {
+		body, err := os.ReadFile(filepath.Join("testdata/requests", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tc.read(body)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		base := strings.TrimSuffix(tc.file, ".json")
+		for _, w := range []struct {
+			name  string
+			write func(*convert.Chat) ([]byte, error)
+		}{
+			{"openai", func(c *convert.Chat) ([]byte, error) { return convert.ToOpenAI(c, "max_tokens", true) }},
+			{"anthropic", func(c *convert.Chat) ([]byte, error) { return convert.ToAnthropic(c, nil) }},
+			{"gemini", convert.ToGemini},
+			{"converse", convert.ToConverse},
+		} {
+			out, err := w.write(c)
+			if err != nil {
+				t.Fatalf("%s as %s: %v", tc.file, w.name, err)
+			}
+			golden(t, fmt.Sprintf("requests/%s.to_%s.golden", base, w.name), indent(t, out))
+		}
+	}
+}
+
+// An upstream's answer, in each client wire: golden files under
+// testdata/replies.
+func TestReplies(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		wire convert.Wire
+	}{
+		{"openai_tool.json", convert.OpenAI},
+		{"anthropic_text.json", convert.Anthropic},
+		{"gemini_call.json", convert.Gemini},
+		{"converse_length.json", convert.Converse},
+	} {
+		body, err := os.ReadFile(filepath.Join("testdata/replies", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := convert.ReadReply(tc.wire, body, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := strings.TrimSuffix(tc.file, ".json")
+		for _, cw := range []convert.Wire{convert.OpenAI, convert.Anthropic} {
+			out, err := convert.WriteReply(cw, rep, "client-model")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The creation time is the clock's.
+			out = []byte(strings.Join(strings.FieldsFunc(string(out), func(r rune) bool { return false }), ""))
+			var v map[string]any
+			_ = json.Unmarshal(out, &v)
+			delete(v, "created")
+			out, _ = json.Marshal(v)
+			golden(t, fmt.Sprintf("replies/%s.as_%s.golden", base, cw), indent(t, out))
+		}
+	}
+}
+
+// An upstream's stream, in each client wire: golden files under
+// testdata/streams.
+func TestStreams(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		wire convert.Wire
+	}{
+		{"openai_tool.sse", convert.OpenAI},
+		{"anthropic_text.sse", convert.Anthropic},
+		{"gemini_call.sse", convert.Gemini},
+	} {
+		raw, err := os.ReadFile(filepath.Join("testdata/streams", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cw := range []convert.Wire{convert.OpenAI, convert.Anthropic} {
+			src := upstream.NewEventSource(tc.wire, bytes.NewReader(raw))
+			dec := convert.NewDecoder(tc.wire, "")
+			enc := convert.NewEncoder(cw, "client-model", true)
+			var out bytes.Buffer
+			for {
+				name, data, err := src.Next()
+				evs, derr := dec.Decode(name, data)
+				if derr != nil {
+					t.Fatal(derr)
+				}
+				for _, ev := range evs {
+					out.Write(enc.Encode(ev))
+				}
+				if err != nil {
+					break
+				}
+			}
+			out.Write(enc.End())
+			golden(t, fmt.Sprintf("streams/%s.as_%s.golden", strings.TrimSuffix(tc.file, ".sse"), cw), stripCreated(out.Bytes()))
+		}
+	}
+}
+
+// stripCreated blanks OpenAI chunks' creation times, which are the clock's.
+func stripCreated(b []byte) []byte {
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, `"created":`); i >= 0 {
+			j := strings.IndexByte(line[i:], ',')
+			line = line[:i] + `"created":0` + line[i+j:]
+		}
+		out = append(out, line)
+	}
+	return []byte(strings.Join(out, "\n"))
+}
+
+func isJSON(b []byte) bool { return json.Valid(b) }

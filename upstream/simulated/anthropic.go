@@ -22,8 +22,30 @@ type messagesRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Stream bool              `json:"stream"`
-	Tools  []json.RawMessage `json:"tools"`
+	Stream     bool              `json:"stream"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tool_choice"`
+}
+
+// ask reads what a Messages request asks of its answer.
+func (req *messagesRequest) ask() ask {
+	a := ask{mode: req.ToolChoice.Type, name: req.ToolChoice.Name}
+	for _, raw := range req.Tools {
+		var t struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		}
+		if json.Unmarshal(raw, &t) == nil {
+			a.tools = append(a.tools, tool{Name: t.Name, Schema: t.InputSchema})
+		}
+	}
+	if n := len(req.Messages); n > 0 {
+		a.result = strings.Contains(string(req.Messages[n-1].Content), `"tool_result"`)
+	}
+	return a
 }
 
 // anthropicText is the text of a content field, and what its images cost.
@@ -33,16 +55,25 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 		return s, 0
 	}
 	var blocks []struct {
-		Type, Text string
-		Source     struct{ Data string }
+		Type, Text, Name string
+		Input            json.RawMessage
+		Content          json.RawMessage
+		Source           struct{ Data string }
 	}
 	_ = json.Unmarshal(raw, &blocks)
 	var b strings.Builder
 	var images int64
 	for _, x := range blocks {
 		b.WriteString(x.Text)
-		if x.Type == "image" {
+		switch x.Type {
+		case "image":
 			images += claudeImageTokens(x.Source.Data)
+		case "tool_use":
+			b.WriteString(x.Name + string(x.Input))
+		case "tool_result":
+			text, img := anthropicText(x.Content)
+			b.WriteString(text)
+			images += img
 		}
 	}
 	return b.String(), images
@@ -73,17 +104,27 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt := s.claudePrompt(&req)
 	seed := seedOf(body)
-	n, finish := s.replyTokens(seed, req.MaxTokens)
+	ans := s.answer(s.counter(req.Model), seed, req.MaxTokens, req.ask())
+	n := min(int64(math.Ceil(float64(ans.tokens)*ClaudeFactor)), req.MaxTokens)
+	if ans.call == nil {
+		n = ans.tokens // text is generated to its token count
+	}
 	s.bill(req.Model, prompt, n)
-	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: reply(seed, n), prompt: prompt, output: n,
-		stop: map[string]string{"stop": "end_turn", "length": "max_tokens"}[finish]}
+	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, output: n, call: ans.call,
+		stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
+	if m.call != nil {
+		m.call.id = fmt.Sprintf("toolu_sim%016x", seed)
+	}
 	if !req.Stream {
 		s.record(req.Model, prompt, n)
 		s.delivered(req.Model, n)
+		content := []any{map[string]any{"type": "text", "text": m.text}}
+		if m.call != nil {
+			content = []any{map[string]any{"type": "tool_use", "id": m.call.id, "name": m.call.name, "input": json.RawMessage(m.call.args)}}
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": m.id, "type": "message", "role": "assistant", "model": m.model,
-			"content":     []any{map[string]any{"type": "text", "text": m.text}},
-			"stop_reason": m.stop, "stop_sequence": nil,
+			"content": content, "stop_reason": m.stop, "stop_sequence": nil,
 			"usage": map[string]any{"input_tokens": prompt, "output_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 		})
 		return
@@ -118,6 +159,7 @@ func (s *Server) claudePrompt(req *messagesRequest) int64 {
 type claudeMessage struct {
 	model, id, text, stop string
 	prompt, output        int64
+	call                  *toolCall
 }
 
 // streamMessage answers with Anthropic's event sequence, with the faults
@@ -128,6 +170,10 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 		"id": m.id, "type": "message", "role": "assistant", "model": m.model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": m.prompt, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}) {
+		return
+	}
+	if m.call != nil {
+		s.streamToolUse(send, m)
 		return
 	}
 	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
@@ -160,5 +206,24 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 			send("message_delta", delta)
 		}
 	}
+	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// streamToolUse streams a tool_use block as Anthropic does: the block with
+// its id and name, its input in partial JSON, then the stop.
+func (s *Server) streamToolUse(send func(string, any) bool, m *claudeMessage) {
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]any{"type": "tool_use", "id": m.call.id, "name": m.call.name, "input": map[string]any{}}})
+	for _, p := range pieces(m.call.args, 12) {
+		if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "input_json_delta", "partial_json": p}}) {
+			return
+		}
+	}
+	s.delivered(m.model, m.output)
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	s.record(m.model, m.prompt, m.output)
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": m.output}})
 	send("message_stop", map[string]any{"type": "message_stop"})
 }

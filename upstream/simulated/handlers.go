@@ -28,8 +28,56 @@ type request struct {
 	StreamOptions       struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Dimensions     int    `json:"dimensions"`
-	EncodingFormat string `json:"encoding_format"`
+	Dimensions     int             `json:"dimensions"`
+	EncodingFormat string          `json:"encoding_format"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// ask reads what a chat request asks of its answer.
+func (req *request) ask() ask {
+	var a ask
+	for _, raw := range req.Tools {
+		var t struct {
+			Function struct {
+				Name       string          `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) == nil {
+			a.tools = append(a.tools, tool{Name: t.Function.Name, Schema: t.Function.Parameters})
+		}
+	}
+	var mode string
+	var named struct {
+		Function struct{ Name string } `json:"function"`
+	}
+	switch {
+	case json.Unmarshal(req.ToolChoice, &mode) == nil:
+		a.mode = map[string]string{"required": "any"}[mode]
+		if a.mode == "" {
+			a.mode = mode
+		}
+	case json.Unmarshal(req.ToolChoice, &named) == nil && named.Function.Name != "":
+		a.mode, a.name = "tool", named.Function.Name
+	}
+	if n := len(req.Messages); n > 0 {
+		var last message
+		_ = json.Unmarshal(req.Messages[n-1], &last)
+		a.result = last.Role == "tool"
+	}
+	switch req.ResponseFormat.Type {
+	case "json_schema":
+		a.schema = req.ResponseFormat.JSONSchema.Schema
+	case "json_object":
+		a.json = true
+	}
+	return a
 }
 
 func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*request, []byte, bool) {
@@ -188,12 +236,23 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, seed uint64, prompt, limit int64, chat bool) {
 	g := generation{req: req, seed: seed, chat: chat, created: time.Now().Unix(), choices: make([]choice, req.N)}
 	var completion int64
+	a := req.ask()
 	for i := range max(req.N, req.BestOf) {
-		n, finish := s.replyTokens(seed+uint64(i), limit)
-		if i < int64(len(g.choices)) {
-			g.choices[i] = choice{reply(seed+uint64(i), n), finish, n}
+		c := choice{}
+		if chat {
+			ans := s.answer(s.counter(req.Model), seed+uint64(i), limit, a)
+			c = choice{text: ans.text, finish: ans.finish, tokens: ans.tokens, call: ans.call}
+			if c.finish == "tool" {
+				c.finish = "tool_calls"
+			}
+		} else {
+			n, finish := s.replyTokens(seed+uint64(i), limit)
+			c = choice{text: reply(seed+uint64(i), n), finish: finish, tokens: n}
 		}
-		completion += n // best_of bills every candidate generated
+		if i < int64(len(g.choices)) {
+			g.choices[i] = c
+		}
+		completion += c.tokens // best_of bills every candidate generated
 	}
 	g.usage = usage{prompt, completion, prompt + completion}
 	s.bill(req.Model, prompt, completion)
@@ -213,6 +272,7 @@ type choice struct {
 	text   string
 	finish string
 	tokens int64
+	call   *toolCall
 }
 
 // generation is one completion, generated, on its way to the client.
@@ -232,7 +292,12 @@ func (s *Server) writeCompletion(w http.ResponseWriter, g *generation) {
 	for i, c := range g.choices {
 		out[i] = map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
 		if g.chat {
-			out[i]["message"] = map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
+			msg := map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
+			if c.call != nil {
+				msg["content"] = nil
+				msg["tool_calls"] = []any{map[string]any{"id": c.call.id, "type": "function", "function": map[string]any{"name": c.call.name, "arguments": c.call.args}}}
+			}
+			out[i]["message"] = msg
 		} else {
 			out[i]["text"] = c.text
 		}
@@ -273,6 +338,12 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 	for i, c := range g.choices {
 		if g.chat && !send(g.chunk(i, "", nil, true)) {
 			return
+		}
+		if c.call != nil {
+			if !s.streamCall(send, g, i, c) {
+				return
+			}
+			continue
 		}
 		// Two words a chunk, as real streams carry a token or a few.
 		words := strings.Fields(c.text)
@@ -355,4 +426,28 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	s.bill(req.Model, prompt, 0)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "model": req.Model,
 		"usage": map[string]int64{"prompt_tokens": prompt, "total_tokens": prompt}})
+}
+
+// streamCall streams choice i's tool call as OpenAI does: its id and name,
+// then its arguments in pieces, then the finish.
+func (s *Server) streamCall(send func(any) bool, g *generation, i int, c choice) bool {
+	call := func(fn map[string]any, id string) map[string]any {
+		tc := map[string]any{"index": 0, "function": fn}
+		if id != "" {
+			tc["id"], tc["type"] = id, "function"
+		}
+		ch := g.chunk(i, "", nil, false)
+		ch["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"tool_calls": []any{tc}}
+		return ch
+	}
+	if !send(call(map[string]any{"name": c.call.name, "arguments": ""}, c.call.id)) {
+		return false
+	}
+	for _, p := range pieces(c.call.args, 12) {
+		if !send(call(map[string]any{"arguments": p}, "")) {
+			return false
+		}
+	}
+	s.delivered(g.req.Model, c.tokens)
+	return send(g.chunk(i, "", c.finish, false))
 }

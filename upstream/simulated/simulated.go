@@ -40,6 +40,9 @@ type Options struct {
 	Dimensions int
 	// Fault makes streams misbehave, as real upstreams sometimes do.
 	Fault Fault
+	// AWS, if set, are the credentials Bedrock's SigV4 signatures are
+	// checked with (APIKey is then also taken as a Bedrock API key).
+	AWS *AWSCredentials
 }
 
 // Fault is a way a stream can go wrong.
@@ -106,12 +109,17 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("POST /v1/messages", s.messages)
 	s.mux.HandleFunc("POST /v1/responses", s.responses)
+	s.mux.HandleFunc("POST /v1beta/models/{call}", s.gemini)
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/google/models/{call}", s.gemini)
+	s.mux.HandleFunc("POST /v1/projects/{project}/locations/{location}/publishers/anthropic/models/{call}", s.vertexAnthropic)
+	s.mux.HandleFunc("POST /model/{model}/{op}", s.converse)
+	s.mux.HandleFunc("POST /token", s.token)
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey && r.Header.Get("X-Api-Key") != s.opts.APIKey {
+	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
@@ -273,4 +281,20 @@ func (s *Server) eventWriter(w http.ResponseWriter, r *http.Request) func(event 
 		}
 		return true
 	}
+}
+
+// authorized checks a request's credential as its provider would: the API
+// key as a bearer token, in x-api-key, x-goog-api-key or ?key=; Vertex AI's
+// issued token; Bedrock's signature (checked by its handler, which reads
+// the body it signs).
+func (s *Server) authorized(r *http.Request) bool {
+	switch {
+	case r.URL.Path == "/token", strings.HasPrefix(r.URL.Path, "/model/"):
+		return true
+	case strings.HasPrefix(r.URL.Path, "/v1/projects/"):
+		return s.opts.APIKey == "" || r.Header.Get("Authorization") == "Bearer "+vertexToken
+	}
+	key := s.opts.APIKey
+	return key == "" || r.Header.Get("Authorization") == "Bearer "+key || r.Header.Get("X-Api-Key") == key ||
+		r.Header.Get("X-Goog-Api-Key") == key || r.URL.Query().Get("key") == key
 }

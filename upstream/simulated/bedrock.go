@@ -1,0 +1,291 @@
+package simulated
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// AWSCredentials are the credentials the simulated Bedrock checks SigV4
+// signatures with, and its region.
+type AWSCredentials struct {
+	AccessKeyID, SecretAccessKey, Region string
+}
+
+type converseRequest struct {
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content []converseBlock `json:"content"`
+	} `json:"messages"`
+	System []struct {
+		Text string `json:"text"`
+	} `json:"system"`
+	InferenceConfig struct {
+		MaxTokens int64 `json:"maxTokens"`
+	} `json:"inferenceConfig"`
+	ToolConfig struct {
+		Tools []struct {
+			ToolSpec struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+				InputSchema struct {
+					JSON json.RawMessage `json:"json"`
+				} `json:"inputSchema"`
+			} `json:"toolSpec"`
+		} `json:"tools"`
+		ToolChoice map[string]struct {
+			Name string `json:"name"`
+		} `json:"toolChoice"`
+	} `json:"toolConfig"`
+}
+
+type converseBlock struct {
+	Text    string    `json:"text"`
+	Image   *struct{} `json:"image"`
+	ToolUse *struct {
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"toolUse"`
+	ToolResult *struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"toolResult"`
+}
+
+// bedrockError answers as Bedrock does: the message in the body, the
+// error's type in x-amzn-ErrorType.
+func bedrockError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("X-Amzn-Errortype", typ+":http://internal.amazon.com/coral/com.amazon.bedrock/")
+	writeJSON(w, status, map[string]any{"message": msg})
+}
+
+// bedrockAuthorized checks a request's SigV4 signature (re-signed with the
+// server's credentials, its signed headers as sent) or its API key.
+func (s *Server) bedrockAuthorized(r *http.Request, body []byte) bool {
+	creds := s.opts.AWS
+	if creds == nil {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	if s.opts.APIKey != "" && auth == "Bearer "+s.opts.APIKey {
+		return true
+	}
+	at, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil || !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 ") {
+		return false
+	}
+	check, _ := http.NewRequest(r.Method, "https://"+r.Host+r.URL.RequestURI(), bytes.NewReader(body))
+	check.Host = r.Host
+	for _, h := range []string{"Content-Type"} {
+		if v := r.Header.Get(h); v != "" {
+			check.Header.Set(h, v)
+		}
+	}
+	sum := sha256.Sum256(body)
+	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: creds.AccessKeyID, SecretAccessKey: creds.SecretAccessKey},
+		check, hex.EncodeToString(sum[:]), "bedrock", creds.Region, at); err != nil {
+		return false
+	}
+	return check.Header.Get("Authorization") == auth
+}
+
+// converse answers Bedrock's Converse and ConverseStream at
+// /model/{model}/{op}.
+func (s *Server) converse(w http.ResponseWriter, r *http.Request) {
+	model, op := r.PathValue("model"), r.PathValue("op")
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	if !s.bedrockAuthorized(r, body) {
+		bedrockError(w, http.StatusForbidden, "UnrecognizedClientException", "The security token included in the request is invalid.")
+		return
+	}
+	var req converseRequest
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+		bedrockError(w, http.StatusBadRequest, "ValidationException", "messages is required")
+		return
+	}
+	if op != "converse" && op != "converse-stream" {
+		bedrockError(w, http.StatusNotFound, "UnknownOperationException", "unknown operation "+op)
+		return
+	}
+	prompt := s.conversePrompt(model, &req)
+	seed := seedOf(body)
+	ans := s.answer(s.counter(model), seed, req.InferenceConfig.MaxTokens, req.ask())
+	n := ans.tokens
+	if strings.Contains(model, "claude") && ans.call != nil {
+		n = min(int64(math.Ceil(float64(n)*ClaudeFactor)), req.InferenceConfig.MaxTokens)
+	}
+	s.bill(model, prompt, n)
+	stop := map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]
+	usage := map[string]any{"inputTokens": prompt, "outputTokens": n, "totalTokens": prompt + n}
+	if op == "converse" {
+		content := []any{map[string]any{"text": ans.text}}
+		if ans.call != nil {
+			content = []any{map[string]any{"toolUse": map[string]any{"toolUseId": "tooluse_" + ans.call.id, "name": ans.call.name, "input": json.RawMessage(ans.call.args)}}}
+		}
+		s.record(model, prompt, n)
+		s.delivered(model, n)
+		writeJSON(w, http.StatusOK, map[string]any{"output": map[string]any{"message": map[string]any{"role": "assistant", "content": content}},
+			"stopReason": stop, "usage": usage, "metrics": map[string]any{"latencyMs": 42}})
+		return
+	}
+	send := eventFrames(w, r)
+	send("messageStart", map[string]any{"role": "assistant"})
+	if ans.call != nil {
+		send("contentBlockStart", map[string]any{"contentBlockIndex": 0, "start": map[string]any{"toolUse": map[string]any{"toolUseId": "tooluse_" + ans.call.id, "name": ans.call.name}}})
+		for _, p := range pieces(ans.call.args, 12) {
+			send("contentBlockDelta", map[string]any{"contentBlockIndex": 0, "delta": map[string]any{"toolUse": map[string]any{"input": p}}})
+		}
+	} else {
+		words := strings.Fields(ans.text)
+		var sent int64
+		for j := 0; j < len(words); j += 2 {
+			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= n/2 {
+				if s.opts.Fault == Stall {
+					<-r.Context().Done()
+				}
+				return
+			}
+			k := min(2, len(words)-j)
+			if !send("contentBlockDelta", map[string]any{"contentBlockIndex": 0, "delta": map[string]any{"text": " " + strings.Join(words[j:j+k], " ")}}) {
+				return
+			}
+			sent += int64(k)
+			s.delivered(model, int64(k))
+		}
+	}
+	send("contentBlockStop", map[string]any{"contentBlockIndex": 0})
+	send("messageStop", map[string]any{"stopReason": stop})
+	if s.opts.Fault != DropUsage {
+		s.record(model, prompt, n)
+		send("metadata", map[string]any{"usage": usage, "metrics": map[string]any{"latencyMs": 42}})
+	}
+}
+
+// eventFrames writes each event as an AWS event-stream frame, as
+// converse-stream does, and reports whether the client is still there.
+func eventFrames(w http.ResponseWriter, r *http.Request) func(event string, v any) bool {
+	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+	w.WriteHeader(http.StatusOK)
+	enc := eventstream.NewEncoder()
+	flusher, _ := w.(http.Flusher)
+	return func(event string, v any) bool {
+		payload, _ := json.Marshal(v)
+		msg := eventstream.Message{Payload: payload}
+		msg.Headers.Set(":event-type", eventstream.StringValue(event))
+		msg.Headers.Set(":content-type", eventstream.StringValue("application/json"))
+		msg.Headers.Set(":message-type", eventstream.StringValue("event"))
+		if enc.Encode(w, msg) != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return r.Context().Err() == nil
+	}
+}
+
+// ask reads what a Converse request asks of its answer.
+func (req *converseRequest) ask() ask {
+	var a ask
+	for _, t := range req.ToolConfig.Tools {
+		a.tools = append(a.tools, tool{Name: t.ToolSpec.Name, Schema: t.ToolSpec.InputSchema.JSON})
+	}
+	for k, v := range req.ToolConfig.ToolChoice {
+		a.mode, a.name = k, v.Name
+	}
+	if n := len(req.Messages); n > 0 {
+		for _, b := range req.Messages[n-1].Content {
+			a.result = a.result || b.ToolResult != nil
+		}
+	}
+	return a
+}
+
+// conversePrompt is what Bedrock bills a request's input as; Claude's
+// tokenizer is modelled as the Anthropic simulator's.
+func (s *Server) conversePrompt(model string, req *converseRequest) int64 {
+	c := s.counter(model)
+	var bpe, images int64
+	for _, sys := range req.System {
+		bpe += c.Count(sys.Text)
+	}
+	for _, m := range req.Messages {
+		bpe += 3
+		for _, b := range m.Content {
+			bpe += c.Count(b.Text)
+			switch {
+			case b.Image != nil:
+				images += 1600
+			case b.ToolUse != nil:
+				bpe += c.Count(b.ToolUse.Name + string(b.ToolUse.Input))
+			case b.ToolResult != nil:
+				for _, x := range b.ToolResult.Content {
+					bpe += c.Count(x.Text)
+				}
+			}
+		}
+	}
+	if len(req.ToolConfig.Tools) > 0 {
+		bpe += claudeToolPrompt
+		for _, t := range req.ToolConfig.Tools {
+			bpe += c.Count(t.ToolSpec.Name + t.ToolSpec.Description + string(t.ToolSpec.InputSchema.JSON))
+		}
+	}
+	factor := 1.0
+	if strings.Contains(model, "claude") {
+		factor = ClaudeFactor
+	}
+	return int64(math.Ceil(float64(bpe)*factor)) + images
+}
+
+// vertexToken is the access token the simulated Vertex AI issues and
+// takes.
+const vertexToken = "ya29.simulated"
+
+// token answers an OAuth JWT-bearer grant with a token (Vertex AI's
+// service accounts ask Google's token endpoint; this one stands for it).
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	if r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || strings.Count(r.Form.Get("assertion"), ".") != 2 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": vertexToken, "token_type": "Bearer", "expires_in": 3600})
+}
+
+// vertexAnthropic answers Claude on Vertex AI: rawPredict and
+// streamRawPredict take Anthropic's Messages body without its model (in
+// the URL) and with Vertex's anthropic_version.
+func (s *Server) vertexAnthropic(w http.ResponseWriter, r *http.Request) {
+	model, method, _ := strings.Cut(r.PathValue("call"), ":")
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var v map[string]any
+	if json.Unmarshal(body, &v) != nil || v["anthropic_version"] != "vertex-2023-10-16" || v["model"] != nil {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic_version must be vertex-2023-10-16, and the model goes in the URL")
+		return
+	}
+	v["model"] = model
+	v["stream"] = method == "streamRawPredict"
+	rewritten, _ := json.Marshal(v)
+	r.Body = io.NopCloser(bytes.NewReader(rewritten))
+	r.Header.Set("Anthropic-Version", "2023-06-01")
+	s.messages(w, r)
+}

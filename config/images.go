@@ -17,6 +17,9 @@ import "strings"
 //     take up to 2,500 patches at 1.2: 3,000.
 //   - Claude: an image is scaled to at most 1.15 megapixels, about 1,600
 //     tokens.
+//   - Gemini: 258 tokens an image of at most 384 px a side, else 258 per
+//     768 px tile of the image scaled to fit 3,072 px: at most 16 tiles,
+//     4,128 (Gemini 3's media resolutions stay below that: 1,120 high).
 //
 // ok is false for a model of no known family: its image_tokens must be set,
 // or images sent to it are refused.
@@ -36,6 +39,8 @@ func imageBound(model string) (high, low int64, ok bool) {
 	switch {
 	case has("claude"):
 		return 1600, 0, true
+	case has("gemini"):
+		return 4128, 0, true
 	case has("gpt-4o-mini"):
 		return 48169, 2833, true
 	case has("gpt-5") && has("nano"), has("gpt-4.1-nano"):

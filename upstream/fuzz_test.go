@@ -6,7 +6,10 @@ import (
 	"io"
 	"testing"
 
+	"github.com/aws/smithy-go/eventstream"
+
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // FuzzPrepare: no input panics; an accepted request re-parses from its own
@@ -155,6 +158,42 @@ func FuzzUsageFromAnthropicJSON(f *testing.F) {
 			if err := u.Validate(); err != nil {
 				t.Fatalf("accepted invalid usage %+v: %v", u, err)
 			}
+		}
+	})
+}
+
+// FuzzFrames: whatever bytes a Bedrock stream carries, the event-stream
+// source never panics, never returns more than a frame's bound (1 MiB),
+// ends, and
+// every event it returns decodes or is refused cleanly.
+func FuzzFrames(f *testing.F) {
+	var b bytes.Buffer
+	enc := eventstream.NewEncoder()
+	for _, ev := range []struct{ typ, payload string }{
+		{"messageStart", `{"role":"assistant"}`},
+		{"contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Hi"}}`},
+		{"messageStop", `{"stopReason":"end_turn"}`},
+		{"metadata", `{"usage":{"inputTokens":9,"outputTokens":2,"totalTokens":11}}`},
+	} {
+		msg := eventstream.Message{Payload: []byte(ev.payload)}
+		msg.Headers.Set(":event-type", eventstream.StringValue(ev.typ))
+		msg.Headers.Set(":message-type", eventstream.StringValue("event"))
+		_ = enc.Encode(&b, msg)
+	}
+	f.Add(b.Bytes())
+	f.Add(b.Bytes()[:b.Len()/2])
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		src := upstream.NewEventSource(convert.Converse, bytes.NewReader(raw))
+		dec := convert.NewDecoder(convert.Converse, "")
+		for i := 0; ; i++ {
+			name, data, err := src.Next()
+			if err != nil {
+				return
+			}
+			if len(data) > 1<<20 || i > len(raw) {
+				t.Fatalf("event %d of %d bytes from %d bytes of input", i, len(data), len(raw))
+			}
+			_, _ = dec.Decode(name, data)
 		}
 	})
 }

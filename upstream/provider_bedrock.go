@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,7 +52,9 @@ func (p *bedrock) URL(_ Endpoint, model string, stream bool) string {
 	if stream {
 		op = "/converse-stream"
 	}
-	return p.base + "/model/" + url.PathEscape(model) + op
+	// As the AWS SDK does, the colon of a versioned model id
+	// (anthropic.claude-…-v1:0) is escaped too.
+	return p.base + "/model/" + strings.ReplaceAll(url.PathEscape(model), ":", "%3A") + op
 }
 
 func (p *bedrock) Header(out, _ http.Header) {

@@ -2,11 +2,6 @@ package upstream
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
 func TestGeminiURLsAndKey(t *testing.T) {
@@ -48,7 +45,7 @@ func TestBedrockSignsWithSigV4(t *testing.T) {
 	at := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
 	b.now = func() time.Time { return at }
 	url := p.URL(Chat, "anthropic.claude-sonnet-4-5-20250929-v1:0", true)
-	if url != "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-20250929-v1:0/converse-stream" {
+	if url != "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream" {
 		t.Fatalf("URL %s", url)
 	}
 	body := []byte(`{"messages":[]}`)
@@ -85,19 +82,21 @@ func TestBedrockSignsWithSigV4(t *testing.T) {
 // Vertex AI authorises with a service account's OAuth token, asked of the
 // account's token endpoint with a signed JWT and reused until it lapses.
 func TestVertexUsesAServiceAccountsToken(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var asked atomic.Int64
 	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		if r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || strings.Count(r.Form.Get("assertion"), ".") != 2 {
-			http.Error(w, "bad grant", http.StatusBadRequest)
-			return
-		}
 		asked.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "ya29.sim", "token_type": "Bearer", "expires_in": 3600})
+		sim.ServeHTTP(w, r)
 	}))
 	defer tokens.Close()
-	p, err := NewProvider(ProviderConfig{Kind: "vertex", Project: "acme-ai", Location: "us-east5", Credentials: ServiceAccountJSON(t, tokens.URL)})
+	account, err := sim.ServiceAccount(tokens.URL + "/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProvider(ProviderConfig{Kind: "vertex", Project: "acme-ai", Location: "us-east5", Credentials: account})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,29 +111,11 @@ func TestVertexUsesAServiceAccountsToken(t *testing.T) {
 		if err := p.(*vertex).Sign(context.Background(), req, nil); err != nil {
 			t.Fatal(err)
 		}
-		if req.Header.Get("Authorization") != "Bearer ya29.sim" {
+		if req.Header.Get("Authorization") != "Bearer ya29.simulated" {
 			t.Fatalf("Authorization %q", req.Header.Get("Authorization"))
 		}
 	}
 	if asked.Load() != 1 {
 		t.Fatalf("the token was asked for %d times, want once and reused", asked.Load())
 	}
-}
-
-// ServiceAccountJSON is a service account key, with a fresh RSA key, whose
-// tokens come from tokenURL.
-func ServiceAccountJSON(t testing.TB, tokenURL string) []byte {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(map[string]string{"type": "service_account", "project_id": "acme-ai", "private_key_id": "k1",
-		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
-		"client_email": "tollgate@acme-ai.iam.gserviceaccount.com", "token_uri": tokenURL})
-	return b
 }

@@ -2,10 +2,17 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
-	"io"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +22,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/tidwall/gjson"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/app"
@@ -24,42 +30,79 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
-// A gateway whose two upstreams speak different wires: Claude behind an
-// Anthropic upstream, gpt-4o-mini behind an OpenAI one, both simulated.
-// Each client calls either model in its own format; the gateway
-// translates the request, the answer and the stream.
+type provided struct {
+	model, path string
+	in, out     int64
+}
+
+// Every provider kind, each model on the path its own API serves it at.
+// The prices are µ$ per input and output token.
+var providers = []provided{
+	{claude, "/v1/messages", 3, 15},
+	{"gpt-4o-mini", "/v1/chat/completions", 1, 2},
+	{"gemini-2.5-flash", "/v1beta/models/gemini-2.5-flash:", 1, 2},
+	{"gemini-2.0-flash", "/v1/projects/acme-ai/locations/us-east5/publishers/google/models/gemini-2.0-flash:", 1, 2},
+	{vertexClaude, "/v1/projects/acme-ai/locations/us-east5/publishers/anthropic/models/" + vertexClaude + ":", 3, 15},
+	{bedrockClaude, "/model/" + bedrockClaude + "/converse", 3, 15},
+}
+
+const (
+	vertexClaude  = "claude-sonnet-4-5@20250929"
+	bedrockClaude = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+)
+
+// A gateway in front of every provider kind, all simulated by one server:
+// Anthropic, OpenAI, Gemini (API key), Vertex AI (a service account's
+// OAuth token; Gemini and Claude) and Bedrock (SigV4). Each client calls
+// any model in its own format; the gateway translates the request, the
+// answer and the stream.
 type mixed struct {
 	url     string
 	app     *app.App
 	sim     *simulated.Server
 	mu      sync.Mutex
 	entries []budget.Entry
-	paths   map[string]int // upstream requests by model and path
+	paths   map[string]int // upstream requests by path
 }
 
 func mixedGateway(t *testing.T) *mixed {
 	t.Helper()
-	sim, err := simulated.New(simulated.Options{APIKey: "upstream-key"})
+	aws := &simulated.AWSCredentials{AccessKeyID: "AKIDSIMULATED", SecretAccessKey: "simulated-secret", Region: "us-east-1"}
+	sim, err := simulated.New(simulated.Options{APIKey: "upstream-key", AWS: aws})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &mixed{sim: sim, paths: map[string]int{}}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
 		m.mu.Lock()
-		m.paths[gjson.GetBytes(body, "model").String()+" "+r.URL.Path]++
+		m.paths[r.URL.Path]++
 		m.mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		sim.ServeHTTP(w, r)
 	}))
 	t.Cleanup(up.Close)
+	account, err := sim.ServiceAccount(up.URL + "/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "vertex.json")
+	if err := os.WriteFile(creds, account, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	src := `
 upstreams:
   - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: upstream-key, models: [` + claude + `]}
   - {name: openai, base_url: "` + up.URL + `/v1", api_key: upstream-key, models: [gpt-4o-mini]}
+  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: upstream-key, models: [gemini-2.5-flash]}
+  - {name: vertex, kind: vertex, base_url: "` + up.URL + `/v1", project: acme-ai, location: us-east5,
+     credentials_file: "` + creds + `", models: [gemini-2.0-flash, "` + vertexClaude + `"]}
+  - {name: bedrock, kind: bedrock, base_url: "` + up.URL + `", region: us-east-1,
+     access_key_id: AKIDSIMULATED, secret_access_key: simulated-secret, models: ["` + bedrockClaude + `"]}
 models:
-  ` + claude + `: {input: "$3", output: "$15"}
-  gpt-4o-mini:   {input: "$1", output: "$2"}
+`
+	for _, p := range providers {
+		src += fmt.Sprintf("  %q: {input: \"$%d\", output: \"$%d\", reasoning: \"$%d\"}\n", p.model, p.in, p.out, p.out)
+	}
+	src += `
 orgs:
   - id: acme
     teams:
@@ -73,21 +116,29 @@ orgs:
 	return m
 }
 
-// settled checks the ledger against the upstream: spend equals what the
-// simulated upstreams reported, priced, to the micro-dollar, and every
-// settlement is within its reservation.
+// settled checks the ledger against the upstreams: spend equals what the
+// simulated upstreams reported, priced, to the micro-dollar; every
+// settlement is within its reservation; and every model was called on its
+// own API's path.
 func (m *mixed) settled(t *testing.T, requests int64) {
 	t.Helper()
-	c, o := m.sim.Stats().Usage[claude], m.sim.Stats().Usage["gpt-4o-mini"]
-	want := 3*c.PromptTokens + 15*c.CompletionTokens + o.PromptTokens + 2*o.CompletionTokens
+	var want, n int64
+	stats := m.sim.Stats().Usage
+	for _, p := range providers {
+		u := stats[p.model]
+		want += p.in*u.PromptTokens + p.out*u.CompletionTokens
+		n += u.Requests
+	}
 	spent, pending := spentNow(t, m.app)
-	if spent != want || pending != 0 || c.Requests+o.Requests != requests {
-		t.Fatalf("spent %d pending %d; the upstreams reported %d + %d requests worth %d µ$", spent, pending, c.Requests, o.Requests, want)
+	if spent != want || pending != 0 || n != requests {
+		t.Fatalf("spent %d pending %d; the upstreams reported %d requests worth %d µ$, want %d requests", spent, pending, n, want, requests)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key := range m.paths {
-		if key != claude+" /v1/messages" && key != "gpt-4o-mini /v1/chat/completions" {
+	for path := range m.paths {
+		if path != "/token" && !slices.ContainsFunc(providers, func(p provided) bool {
+			return strings.HasPrefix(path, p.path)
+		}) {
 			t.Fatalf("upstream requests %v: each model must be called in its upstream's own API", m.paths)
 		}
 	}
@@ -105,18 +156,27 @@ var weather = shared.FunctionDefinitionParam{
 		"city": map[string]any{"type": "string"}, "days": map[string]any{"type": "integer", "minimum": 1}}, "required": []string{"city", "days"}},
 }
 
-// OpenAI's SDK calls Claude: plain, streamed, with tools and with a JSON
-// schema, each answer in OpenAI's format.
-func TestOpenAIClientCallsClaude(t *testing.T) {
+// OpenAI's SDK calls every provider's models: plain, streamed, with tools
+// and with a JSON schema, each answer in OpenAI's format.
+func TestOpenAIClientCallsEveryProvider(t *testing.T) {
 	m := mixedGateway(t)
 	c := openai.NewClient(option.WithBaseURL(m.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
-	ask := openai.ChatCompletionNewParams{Model: claude, MaxTokens: openai.Int(200),
+	var n int64
+	for _, p := range providers {
+		t.Run(p.model, func(t *testing.T) { openAIRounds(t, c, p.model); n += 7 })
+	}
+	m.settled(t, n)
+}
+
+// openAIRounds makes seven requests of model in OpenAI's format.
+func openAIRounds(t *testing.T, c openai.Client, model string) {
+	ask := openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(200),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are terse."), openai.UserMessage("Hello, Claude. 你好 🙂")}}
 	resp, err := c.Chat.Completions.New(ctx, ask)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Choices[0].Message.Content == "" || resp.Choices[0].FinishReason != "stop" || resp.Usage.PromptTokens == 0 || resp.Model != claude {
+	if resp.Choices[0].Message.Content == "" || resp.Choices[0].FinishReason != "stop" || resp.Usage.PromptTokens == 0 || resp.Model != model {
 		t.Fatalf("answer %+v", resp)
 	}
 
@@ -180,17 +240,53 @@ func TestOpenAIClientCallsClaude(t *testing.T) {
 		High    *float64 `json:"high"`
 	}
 	if err != nil || json.Unmarshal([]byte(resp.Choices[0].Message.Content), &out) != nil || out.Summary == "" || out.High == nil {
-		t.Fatalf("schema answer: %v %q", err, resp.Choices[0].Message.Content)
+		t.Fatalf("schema answer: %v %+v", err, resp)
 	}
-	m.settled(t, 6)
+
+	// An image, inline: each wire carries it its own way.
+	look := ask
+	look.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
+	look.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+		openai.TextContentPart("What is in the picture?"),
+		openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: pngDataURL(t, 300, 200)})})}
+	resp, err = c.Chat.Completions.New(ctx, look)
+	if err != nil || resp.Choices[0].Message.Content == "" || resp.Usage.PromptTokens < 80 {
+		var e *openai.Error
+		if errors.As(err, &e) {
+			t.Fatalf("image answer: %s", e.RawJSON())
+		}
+		t.Fatalf("image answer: %v %+v", err, resp)
+	}
 }
 
-// Anthropic's SDK calls an OpenAI model: plain, streamed and with tools,
-// each answer in Anthropic's format.
-func TestAnthropicClientCallsOpenAI(t *testing.T) {
+// pngDataURL is a w×h PNG as a data URL.
+func pngDataURL(t *testing.T, w, h int) string {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = byte(i * 7)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// Anthropic's SDK calls every provider's models: plain, streamed and with
+// tools, each answer in Anthropic's format.
+func TestAnthropicClientCallsEveryProvider(t *testing.T) {
 	m := mixedGateway(t)
 	c := anthropicClient(m.url, 0)
-	ask := anthropic.MessageNewParams{Model: "gpt-4o-mini", MaxTokens: 200,
+	var n int64
+	for _, p := range providers {
+		t.Run(p.model, func(t *testing.T) { anthropicRounds(t, c, p.model); n += 5 })
+	}
+	m.settled(t, n)
+}
+
+// anthropicRounds makes five requests of model in Anthropic's format.
+func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
+	ask := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 200,
 		System:   []anthropic.TextBlockParam{{Text: "You are terse."}},
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello. 你好 🙂"))}}
 	msg, err := c.Messages.New(ctx, ask)
@@ -244,5 +340,4 @@ func TestAnthropicClientCallsOpenAI(t *testing.T) {
 	if err := stream.Err(); err != nil || acc.StopReason != "tool_use" || len(acc.Content) != 1 || !strings.Contains(string(acc.Content[0].Input), `"days"`) {
 		t.Fatalf("streamed tool use: %v %+v", err, acc)
 	}
-	m.settled(t, 5)
 }

@@ -88,9 +88,12 @@ func (s *Server) bedrockAuthorized(r *http.Request, body []byte) bool {
 	}
 	check, _ := http.NewRequest(r.Method, "https://"+r.Host+r.URL.RequestURI(), bytes.NewReader(body))
 	check.Host = r.Host
-	for _, h := range []string{"Content-Type"} {
-		if v := r.Header.Get(h); v != "" {
-			check.Header.Set(h, v)
+	// As AWS does, re-sign what the client says it signed.
+	_, signed, _ := strings.Cut(auth, "SignedHeaders=")
+	signed, _, _ = strings.Cut(signed, ",")
+	for _, h := range strings.Split(signed, ";") {
+		if v, ok := r.Header[http.CanonicalHeaderKey(h)]; ok && h != "host" {
+			check.Header[http.CanonicalHeaderKey(h)] = v
 		}
 	}
 	sum := sha256.Sum256(body)
@@ -251,41 +254,4 @@ func (s *Server) conversePrompt(model string, req *converseRequest) int64 {
 		factor = ClaudeFactor
 	}
 	return int64(math.Ceil(float64(bpe)*factor)) + images
-}
-
-// vertexToken is the access token the simulated Vertex AI issues and
-// takes.
-const vertexToken = "ya29.simulated"
-
-// token answers an OAuth JWT-bearer grant with a token (Vertex AI's
-// service accounts ask Google's token endpoint; this one stands for it).
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	_ = r.ParseForm()
-	if r.Form.Get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer" || strings.Count(r.Form.Get("assertion"), ".") != 2 {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid_grant"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": vertexToken, "token_type": "Bearer", "expires_in": 3600})
-}
-
-// vertexAnthropic answers Claude on Vertex AI: rawPredict and
-// streamRawPredict take Anthropic's Messages body without its model (in
-// the URL) and with Vertex's anthropic_version.
-func (s *Server) vertexAnthropic(w http.ResponseWriter, r *http.Request) {
-	model, method, _ := strings.Cut(r.PathValue("call"), ":")
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	var v map[string]any
-	if json.Unmarshal(body, &v) != nil || v["anthropic_version"] != "vertex-2023-10-16" || v["model"] != nil {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic_version must be vertex-2023-10-16, and the model goes in the URL")
-		return
-	}
-	v["model"] = model
-	v["stream"] = method == "streamRawPredict"
-	rewritten, _ := json.Marshal(v)
-	r.Body = io.NopCloser(bytes.NewReader(rewritten))
-	r.Header.Set("Anthropic-Version", "2023-06-01")
-	s.messages(w, r)
 }

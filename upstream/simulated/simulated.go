@@ -6,6 +6,7 @@
 package simulated
 
 import (
+	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -68,6 +69,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// accounts are the service accounts ServiceAccount issued, by email.
+	accounts map[string]*rsa.PublicKey
 }
 
 // Stats is what the server has answered since it started.

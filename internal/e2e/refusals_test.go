@@ -131,11 +131,14 @@ func TestModelNotAllowedForKey(t *testing.T) {
 }
 
 func TestUpstreamErrorReleasesReservation(t *testing.T) {
-	// The upstream expects another key, so it answers 401 to everything.
+	// The upstream expects another key, so it answers 401 to everything:
+	// the gateway's credentials are wrong, not the client's key, and the
+	// client is told so with a 502 — a 401 would send it after its own key.
 	h := start(t, monthlyTen+`, {name: rpm, kind: rate, unit: requests, amount: 10, window: 1m}`, simulated.Options{APIKey: "another-secret"})
 	resp, eb := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
-	if resp.StatusCode != 401 || eb.Error.Code != "invalid_api_key" || resp.Header.Get("X-Tollgate-Upstream") != "sim" {
-		t.Fatalf("got %d %q, want the upstream's 401 passed through", resp.StatusCode, eb.Error.Code)
+	if resp.StatusCode != 502 || eb.Error.Code != "upstream_credentials_refused" || resp.Header.Get("X-Tollgate-Upstream") != "sim" ||
+		resp.Header.Get("X-Tollgate-Upstream-Status") != "401" || !strings.Contains(eb.Error.Message, "refused the gateway's credentials (HTTP 401: ") {
+		t.Fatalf("got %d %q %q, want a 502 naming the upstream's 401", resp.StatusCode, eb.Error.Code, eb.Error.Message)
 	}
 	if spent, pending := h.spent(teamMonth); spent != 0 || pending != 0 {
 		t.Fatalf("a failed upstream call left spent=%d pending=%d", spent, pending)

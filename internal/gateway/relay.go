@@ -98,7 +98,19 @@ func (a *attempt) retryable() bool {
 	if a.resp == nil {
 		return errors.Is(a.err, ErrUpstream) || errors.Is(a.err, ErrUpstreamTimeout)
 	}
-	return a.resp.StatusCode == http.StatusTooManyRequests || a.resp.StatusCode >= 500
+	return deploymentFailed(a.resp.StatusCode)
+}
+
+// deploymentFailed says whether an upstream's status is its deployment's
+// failure rather than an answer to the request: 429, a 5xx, or 401 and
+// 403 — the upstream refused the gateway's own credentials, which no
+// client can mend.
+func deploymentFailed(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500 || credentialsRefused(status)
+}
+
+func credentialsRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // failure is an answer not relayed, kept to be if nothing better comes.
@@ -136,11 +148,37 @@ func (a *attempt) fail(p *plan) *failure {
 	}
 	f.header.Set("X-Tollgate-Upstream", a.t.name)
 	f.body, _ = io.ReadAll(io.LimitReader(a.resp.Body, 1<<20))
-	if tr := p.prep.Translation; tr != nil {
-		f.body = convert.WriteError(tr.Client, f.status, convert.ReadError(tr.Upstream, a.resp.Header, f.body))
+	client, wire := p.wires()
+	switch {
+	case credentialsRefused(f.status):
+		// Passed through, a 401 would tell the client its own key is
+		// wrong; it is the gateway's, at this upstream.
+		g := "upstream " + a.t.name + " refused the gateway's credentials (HTTP " + strconv.Itoa(f.status) + ": " +
+			convert.ReadError(wire, a.resp.Header, f.body) + "); the gateway's operator must fix them"
+		f.header.Set("X-Tollgate-Upstream-Status", strconv.Itoa(f.status))
+		f.status = http.StatusBadGateway
+		f.body = convert.WriteErrorCode(client, f.status, "upstream_credentials_refused", g)
 		f.header.Set("Content-Type", "application/json")
+	case client != wire:
+		f.body = convert.WriteError(client, f.status, convert.ReadError(wire, a.resp.Header, f.body))
+		f.header.Set("Content-Type", "application/json")
+	default:
+		if ct := a.resp.Header.Get("Content-Type"); ct != "" {
+			f.header.Set("Content-Type", ct)
+		}
 	}
 	return f
+}
+
+// wires are the client's wire and the upstream's for p.
+func (p *plan) wires() (client, wire convert.Wire) {
+	if tr := p.prep.Translation; tr != nil {
+		return tr.Client, tr.Upstream
+	}
+	if p.req.Endpoint == upstream.Messages {
+		return convert.Anthropic, convert.Anthropic
+	}
+	return convert.OpenAI, convert.OpenAI
 }
 
 // relay writes f to the client, or returns its error when there was no
@@ -186,7 +224,7 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 		return g.relayTranslated(rctx, cl, p, a, w)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return u, false, relayFailure(w, t, resp), nil
+		return u, false, failedWith(resp.StatusCode), a.fail(p).relay(w)
 	}
 	if cl.llm.Stream && isEventStream(resp.Header.Get("Content-Type")) {
 		body := newIdleReader(resp.Body, t.idle, a.cancel)
@@ -201,22 +239,14 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 	return g.copyJSON(cl, p, w, resp), true, nil, nil
 }
 
-// relayFailure passes an upstream's refusal or failure through to the
-// client, charging nothing (providers do not bill failed requests), and
-// returns what t's breaker is told: a failure for 429 and 5xx, whose
-// Retry-After also backs the breaker off.
-func relayFailure(w http.ResponseWriter, t *target, resp *http.Response) (failure error) {
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-		failure = breaker.ErrFailed
-		if ra := parseRetryAfter(resp.Header); ra > 0 {
-			t.breaker.Backoff(ra)
-			WriteRetryAfter(w.Header(), ra)
-		}
+// failedWith is what a deployment's breaker is told of an answer with
+// status: a failure for 429, 5xx, 401 and 403 (providers bill none of
+// them, so nothing is charged), else nil.
+func failedWith(status int) error {
+	if deploymentFailed(status) {
+		return breaker.ErrFailed
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body)
-	return failure
+	return nil
 }
 
 // WriteRetryAfter sets Retry-After in whole seconds (rounded up, at least

@@ -65,6 +65,9 @@ func TestFailoverBeforeTheFirstByte(t *testing.T) {
 		{"a 429", func(r *http.Request) (*http.Response, error) {
 			return jsonAnswer(r, 429, `{"error":{"message":"slow down"}}`), nil
 		}},
+		{"a 401: the gateway's key there is wrong", func(r *http.Request) (*http.Response, error) {
+			return jsonAnswer(r, 401, `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`), nil
+		}},
 		{"a refused connection", func(*http.Request) (*http.Response, error) { return nil, errRefusedConn }},
 		{"no answer in time", func(*http.Request) (*http.Response, error) { return nil, errTimeout }},
 	} {

@@ -20,11 +20,7 @@ import (
 func (g *Gateway) relayTranslated(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
 	tr, resp := p.prep.Translation, a.resp
 	if resp.StatusCode != http.StatusOK {
-		f := a.fail(p)
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-			fail = breaker.ErrFailed
-		}
-		return u, false, fail, f.relay(w)
+		return u, false, failedWith(resp.StatusCode), a.fail(p).relay(w)
 	}
 	if cl.llm.Stream && upstream.IsStream(tr.Upstream, resp.Header.Get("Content-Type")) {
 		{

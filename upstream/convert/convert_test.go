@@ -1,10 +1,13 @@
 package convert_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +108,6 @@ func TestReplies(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The creation time is the clock's.
-			out = []byte(strings.Join(strings.FieldsFunc(string(out), func(r rune) bool { return false }), ""))
 			var v map[string]any
 			_ = json.Unmarshal(out, &v)
 			delete(v, "created")
@@ -168,3 +170,36 @@ func stripCreated(b []byte) []byte {
 }
 
 func isJSON(b []byte) bool { return json.Valid(b) }
+
+// An upstream's error answer, as recorded from each provider (status,
+// headers, body), in each client wire: golden files under testdata/errors
+// hold the status and the body a client's SDK raises its typed error from.
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		wire convert.Wire
+	}{
+		{"openai_400.http", convert.OpenAI},
+		{"anthropic_529.http", convert.Anthropic},
+		{"gemini_429.http", convert.Gemini},
+		{"vertex_401.http", convert.Gemini},
+		{"bedrock_400.http", convert.Converse},
+		{"bedrock_429.http", convert.Converse},
+	} {
+		raw, err := os.ReadFile(filepath.Join("testdata/errors", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		msg := convert.ReadError(tc.wire, resp.Header, body)
+		base := strings.TrimSuffix(tc.file, ".http")
+		for _, cw := range []convert.Wire{convert.OpenAI, convert.Anthropic} {
+			out := convert.WriteError(cw, resp.StatusCode, msg)
+			golden(t, fmt.Sprintf("errors/%s.as_%s.golden", base, cw), append([]byte(fmt.Sprintf("%d\n", resp.StatusCode)), indent(t, out)...))
+		}
+	}
+}

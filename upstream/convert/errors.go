@@ -38,6 +38,13 @@ func ReadError(w Wire, header http.Header, body []byte) string {
 // the client's wire: the shape the client's SDK raises its own typed
 // errors from.
 func WriteError(w Wire, status int, message string) []byte {
+	return WriteErrorCode(w, status, "", message)
+}
+
+// WriteErrorCode is WriteError with a machine-readable code for OpenAI's
+// shape ("" for the status's own, or none); Anthropic's shape has only
+// the type.
+func WriteErrorCode(w Wire, status int, code, message string) []byte {
 	if w == Anthropic {
 		typ := map[int]string{400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
 			413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}[status]
@@ -47,19 +54,26 @@ func WriteError(w Wire, status int, message string) []byte {
 		b, _ := marshal(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": message}})
 		return b
 	}
-	typ, code := "invalid_request_error", ""
+	typ, own := "invalid_request_error", ""
 	switch {
 	case status == 401:
-		typ, code = "authentication_error", "invalid_api_key"
+		typ, own = "authentication_error", "invalid_api_key"
 	case status == 403:
 		typ = "permission_error"
 	case status == 404:
-		typ, code = "not_found_error", "model_not_found"
+		typ, own = "not_found_error", "model_not_found"
 	case status == 429:
-		typ, code = "rate_limit_error", "rate_limit_exceeded"
+		typ, own = "rate_limit_error", "rate_limit_exceeded"
 	case status >= 500:
 		typ = "server_error"
 	}
-	b, _ := marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}})
+	var c any // null, as OpenAI sends it, when there is none
+	if code == "" {
+		code = own
+	}
+	if code != "" {
+		c = code
+	}
+	b, _ := marshal(map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": c}})
 	return b
 }

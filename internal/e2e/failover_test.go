@@ -1,0 +1,103 @@
+package e2e_test
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
+	"github.com/tollgate-dev/tollgate/policy"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// An alias whose primary, an OpenAI deployment, fails before answering —
+// a 5xx, a 429, a connection reset — is answered by its second, Claude on
+// an Anthropic upstream: the OpenAI client sees one answer, in its own
+// format; the ledger one entry, at Claude's price.
+func TestFailoverToAnotherProvider(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		fail http.HandlerFunc
+	}{
+		{"a 500", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}`))
+		}},
+		{"a 429", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests","code":"rate_limit_exceeded"}}`))
+		}},
+		{"a reset connection", func(w http.ResponseWriter, _ *http.Request) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			_ = conn.(*net.TCPConn).SetLinger(0) // close with RST
+			_ = conn.Close()
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			var primary atomic.Int64
+			broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				primary.Add(1)
+				tc.fail(w, r)
+			}))
+			defer broken.Close()
+			sim, err := simulated.New(simulated.Options{APIKey: "upstream-key"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := httptest.NewServer(sim)
+			defer up.Close()
+			url, a := apptest.Serve(t, `
+upstreams:
+  - {name: openai, base_url: "`+broken.URL+`/v1", api_key: upstream-key, models: [gpt-4o-mini]}
+  - {name: anthropic, kind: anthropic, base_url: "`+up.URL+`/v1", api_key: upstream-key, models: [`+claude+`]}
+models:
+  gpt-4o-mini: {input: "$1", output: "$2"}
+  `+claude+`: {input: "$3", output: "$15"}
+aliases:
+  smart:
+    strategy: ordered
+    deployments: [{upstream: openai, model: gpt-4o-mini}, {upstream: anthropic, model: `+claude+`}]
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: k1, hash: "`+policy.HashKey(testKey)+`"}]
+`, nil)
+			var mu sync.Mutex
+			var entries []budget.Entry
+			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+
+			c := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+			var raw *http.Response
+			resp, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "smart", MaxTokens: openai.Int(100),
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")}}, option.WithResponseInto(&raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Choices[0].Message.Content == "" || raw.Header.Get("X-Tollgate-Deployment") != "anthropic/"+claude || primary.Load() != 1 {
+				t.Fatalf("answer %q from %q; the primary was asked %d times", resp.Choices[0].Message.Content, raw.Header.Get("X-Tollgate-Deployment"), primary.Load())
+			}
+			u := sim.Stats().Usage[claude]
+			want := 3*u.PromptTokens + 15*u.CompletionTokens
+			spent, pending := spentNow(t, a)
+			mu.Lock()
+			defer mu.Unlock()
+			if spent != want || pending != 0 || len(entries) != 1 || int64(entries[0].Cost) != want || entries[0].ServedModel != claude || entries[0].Model != "smart" {
+				t.Fatalf("spent %d pending %d, entries %+v: want one, at Claude's price (%d µ$)", spent, pending, entries, want)
+			}
+		})
+	}
+}

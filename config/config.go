@@ -397,6 +397,11 @@ type Model struct {
 	// ImageTokensLow bounds an image sent with detail "low", where the
 	// model bills those at a fixed lower figure.
 	ImageTokensLow int64 `yaml:"image_tokens_low"`
+	// PDFPageTokens bounds one page of a PDF sent inline, in input
+	// tokens: a PDF is reserved as its page count times this. Unset, it
+	// defaults to the model family's figure (see the README); a model of
+	// no known family then refuses PDFs.
+	PDFPageTokens int64 `yaml:"pdf_page_tokens"`
 	// Embedding marks an embeddings model (no output tokens).
 	Embedding bool `yaml:"embedding"`
 	// Priced says where the prices in force come from: "config",

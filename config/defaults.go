@@ -156,6 +156,9 @@ func (c *Config) SetDefaults() {
 				}
 			}
 		}
+		if m.PDFPageTokens == 0 && !m.Embedding {
+			m.PDFPageTokens = pdfPageBound(name)
+		}
 		if m.DefaultOutputTokens == 0 && !m.Embedding {
 			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
 		}

@@ -2,6 +2,28 @@ package config
 
 import "strings"
 
+// pdfPageBound is a model family's figure for one page of a PDF, in input
+// tokens, or 0 where there is none:
+//
+//   - Claude and OpenAI's models bill each page as an image of it plus
+//     its extracted text: the family's image bound plus 1,500 tokens of
+//     text (a dense page of 10-point text is about 800 words). Measured
+//     on Claude, a page of text or a table bills 2,100 to 2,500.
+//   - Gemini bills a page as an image at its media resolution, text
+//     included: 560 tokens at the default for PDFs, 1,120 at high.
+//
+// A page of very small print can hold more text than that: where
+// documents are that dense, set pdf_page_tokens.
+func pdfPageBound(model string) int64 {
+	if strings.Contains(strings.ToLower(model), "gemini") {
+		return 1120
+	}
+	if high, _, ok := imageBound(model); ok {
+		return high + 1500
+	}
+	return 0
+}
+
 // imageBound is the most one input image can cost on a model family, in
 // input tokens, and its low-detail figure (0 where low detail costs the
 // same). These are the providers' own formulas taken at their largest image:

@@ -30,6 +30,41 @@ type anthropicBlock struct {
 	Content  json.RawMessage `json:"content"`
 	Thinking string          `json:"thinking"`
 	Data     string          `json:"data"`
+	// Source, Title and Context are a document's.
+	Source  *anthropicSource `json:"source"`
+	Title   string           `json:"title"`
+	Context string           `json:"context"`
+}
+
+type anthropicSource struct {
+	Type      string          `json:"type"`
+	MediaType string          `json:"media_type"`
+	Data      string          `json:"data"`
+	Content   json.RawMessage `json:"content"`
+}
+
+// document bounds a document block: a PDF inline (base64), plain text,
+// or content blocks. A document by URL or file id is refused: its page
+// count cannot be known.
+func (b *anthropicBlock) document(cm *tokenizer.ChatMessage, m *Model, param string) error {
+	cm.Texts = append(cm.Texts, b.Title, b.Context)
+	s := b.Source
+	switch {
+	case s == nil:
+		return badRequest(param+".source", "is required")
+	case s.Type == "base64" && s.MediaType == "application/pdf":
+		n, err := m.pdf(s.Data, param)
+		cm.ImageTokens += n
+		return err
+	case s.Type == "text":
+		cm.Texts = append(cm.Texts, s.Data)
+		return nil
+	case s.Type == "content":
+		return addBlocks(cm, m, s.Content, param+".source.content")
+	case s.Type == "url" || s.Type == "file":
+		return badRequest(param+".source", "a document by %s: the gateway cannot know its page count; send the PDF inline (base64)", s.Type)
+	}
+	return badRequest(param+".source", "source type %q with media type %q cannot be estimated by the gateway", s.Type, s.MediaType)
 }
 
 // Anthropic adds a system prompt when a request has tools (346 tokens on
@@ -129,6 +164,10 @@ func addBlocks(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param s
 			cm.Extra = append(cm.Extra, b.Name, string(compact(b.Input)))
 		case "tool_result":
 			if err := addBlocks(cm, m, b.Content, fmt.Sprintf("%s[%d].content", param, i)); err != nil {
+				return err
+			}
+		case "document":
+			if err := b.document(cm, m, fmt.Sprintf("%s[%d]", param, i)); err != nil {
 				return err
 			}
 		case "thinking":

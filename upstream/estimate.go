@@ -2,8 +2,10 @@ package upstream
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -29,6 +31,54 @@ type contentPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 	// Detail is the Responses API's input_image detail.
 	Detail string `json:"detail"`
+	// File is chat's {"file_data", "file_id", "filename"}; FileData,
+	// FileID and FileURL are the Responses API's input_file.
+	File     *chatFile `json:"file"`
+	FileData string    `json:"file_data"`
+	FileID   string    `json:"file_id"`
+	FileURL  string    `json:"file_url"`
+}
+
+type chatFile struct {
+	FileData string `json:"file_data"`
+	FileID   string `json:"file_id"`
+}
+
+// file bounds a file part: a PDF inline, as a data URL.
+func (p *contentPart) file(m *Model, param string) (int64, error) {
+	data, id := p.FileData, p.FileID
+	if p.File != nil {
+		data, id = p.File.FileData, p.File.FileID
+	}
+	if data == "" {
+		what := "an uploaded file (file_id)"
+		if id == "" {
+			what = "a file by URL"
+		}
+		return 0, badRequest(param, "%s is %s, whose page count the gateway cannot know: send the PDF inline (file_data)", param, what)
+	}
+	media, b64, ok := strings.Cut(strings.TrimPrefix(data, "data:"), ";base64,")
+	if !ok || media != "application/pdf" {
+		return 0, badRequest(param, "%s: file_data must be a PDF as a data URL (data:application/pdf;base64,…)", param)
+	}
+	return m.pdf(b64, param)
+}
+
+// pdf bounds a PDF given in base64: its pages times the model's figure
+// for a page. A PDF whose page count cannot be known is refused.
+func (m *Model) pdf(b64, param string) (int64, error) {
+	if m.PDFPageTokens <= 0 {
+		return 0, badRequest(param, "%s is a PDF, and the model %s has no page bound (set models.%s.pdf_page_tokens): the gateway does not forward input it cannot price", param, m.Name, m.Name)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return 0, badRequest(param, "%s: the PDF is not valid base64", param)
+	}
+	pages, err := pdfPages(raw)
+	if err != nil {
+		return 0, badRequest(param, "%s: %v, so the gateway cannot price it", param, err)
+	}
+	return pages * m.PDFPageTokens, nil
 }
 
 // detail is an image part's detail level: "low", "high" or "auto".
@@ -138,6 +188,12 @@ func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param 
 			cm.Texts = append(cm.Texts, p.Text)
 		case "image_url", "input_image":
 			n, err := m.image(p.detail(), fmt.Sprintf("%s[%d]", param, i))
+			if err != nil {
+				return err
+			}
+			cm.ImageTokens += n
+		case "file", "input_file":
+			n, err := p.file(m, fmt.Sprintf("%s[%d]", param, i))
 			if err != nil {
 				return err
 			}

@@ -95,7 +95,9 @@ type Model struct {
 	// 0 refuses images. ImageTokensLow, if set, bounds a low-detail one.
 	ImageTokens    int64
 	ImageTokensLow int64
-	Embedding      bool
+	// PDFPageTokens bounds one page of an inline PDF; 0 refuses PDFs.
+	PDFPageTokens int64
+	Embedding     bool
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64

@@ -179,7 +179,18 @@ func (m *Model) chatTokens(c *convert.Chat, wire convert.Wire) (int64, error) {
 				}
 				cm.ImageTokens += n
 			case convert.Document:
-				return 0, badRequest(param, "%s is a document, which the gateway cannot bound for %s", param, m.Name)
+				switch md := part.Media; {
+				case md.MediaType == "application/pdf" && md.Data != "":
+					n, err := m.pdf(md.Data, param)
+					if err != nil {
+						return 0, err
+					}
+					cm.ImageTokens += n
+				case md.MediaType == "text/plain":
+					cm.Texts = append(cm.Texts, md.Data)
+				default:
+					return 0, badRequest(param, "%s is a document the gateway cannot price (%s): send a PDF inline", param, md.MediaType)
+				}
 			}
 		}
 		counted = append(counted, cm)

@@ -181,7 +181,9 @@ func TestRequestErrors(t *testing.T) {
 		{"cap huge", `{"model":"m","max_tokens":1e300,"messages":[{"role":"user","content":"x"}]}`, "max_tokens"},
 		{"stream not bool", `{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, "stream"},
 		{"bad stream options", `{"model":"m","stream":true,"stream_options":[],"messages":[{"role":"user","content":"x"}]}`, "stream_options"},
-		{"file part", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0].type"},
+		{"file part without data", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0]"},
+		{"uploaded file", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-abc"}}]}]}`, "messages[0].content[0]"},
+		{"file not a PDF", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:text/csv;base64,YSxi"}}]}]}`, "messages[0].content[0]"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			req, err := upstream.ParseRequest(upstream.Chat, []byte(tc.body))

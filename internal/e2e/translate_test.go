@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/go-pdf/fpdf"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -163,12 +164,12 @@ func TestOpenAIClientCallsEveryProvider(t *testing.T) {
 	c := openai.NewClient(option.WithBaseURL(m.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
 	var n int64
 	for _, p := range providers {
-		t.Run(p.model, func(t *testing.T) { openAIRounds(t, c, p.model); n += 7 })
+		t.Run(p.model, func(t *testing.T) { openAIRounds(t, c, p.model); n += 8 })
 	}
 	m.settled(t, n)
 }
 
-// openAIRounds makes seven requests of model in OpenAI's format.
+// openAIRounds makes eight requests of model in OpenAI's format.
 func openAIRounds(t *testing.T, c openai.Client, model string) {
 	ask := openai.ChatCompletionNewParams{Model: model, MaxTokens: openai.Int(200),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are terse."), openai.UserMessage("Hello, Claude. 你好 🙂")}}
@@ -257,6 +258,32 @@ func openAIRounds(t *testing.T, c openai.Client, model string) {
 		}
 		t.Fatalf("image answer: %v %+v", err, resp)
 	}
+
+	// A PDF, inline: reserved as its pages, billed as the provider reads it.
+	read := look
+	read.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+		openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{Filename: openai.String("q3.pdf"),
+			FileData: openai.String("data:application/pdf;base64," + pdfBase64(t, 3))}),
+		openai.TextContentPart("Summarise the report.")})}
+	resp, err = c.Chat.Completions.New(ctx, read)
+	if err != nil || resp.Choices[0].Message.Content == "" || resp.Usage.PromptTokens < 3*geminiPDFPage {
+		t.Fatalf("PDF answer: %v %+v", err, resp)
+	}
+}
+
+// pdfBase64 is an n-page PDF, in base64.
+func pdfBase64(t *testing.T, n int) string {
+	doc := fpdf.New("P", "mm", "A4", "")
+	doc.SetFont("Helvetica", "", 12)
+	for i := range n {
+		doc.AddPage()
+		doc.MultiCell(180, 6, fmt.Sprintf("Page %d. Revenue rose in every region this quarter; costs fell.", i+1), "", "", false)
+	}
+	var b bytes.Buffer
+	if err := doc.Output(&b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
 }
 
 // pngDataURL is a w×h PNG as a data URL.
@@ -279,12 +306,12 @@ func TestAnthropicClientCallsEveryProvider(t *testing.T) {
 	c := anthropicClient(m.url, 0)
 	var n int64
 	for _, p := range providers {
-		t.Run(p.model, func(t *testing.T) { anthropicRounds(t, c, p.model); n += 5 })
+		t.Run(p.model, func(t *testing.T) { anthropicRounds(t, c, p.model); n += 6 })
 	}
 	m.settled(t, n)
 }
 
-// anthropicRounds makes five requests of model in Anthropic's format.
+// anthropicRounds makes six requests of model in Anthropic's format.
 func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
 	ask := anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 200,
 		System:   []anthropic.TextBlockParam{{Text: "You are terse."}},
@@ -340,4 +367,16 @@ func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
 	if err := stream.Err(); err != nil || acc.StopReason != "tool_use" || len(acc.Content) != 1 || !strings.Contains(string(acc.Content[0].Input), `"days"`) {
 		t.Fatalf("streamed tool use: %v %+v", err, acc)
 	}
+
+	doc := ask
+	doc.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(
+		anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: pdfBase64(t, 2)}),
+		anthropic.NewTextBlock("Summarise the report."))}
+	msg, err = c.Messages.New(ctx, doc)
+	if err != nil || msg.Content[0].Text == "" || msg.Usage.InputTokens < 2*geminiPDFPage {
+		t.Fatalf("PDF answer: %v %+v", err, msg)
+	}
 }
+
+// geminiPDFPage is the least any provider bills a page of a PDF.
+const geminiPDFPage = 560

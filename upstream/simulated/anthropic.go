@@ -58,7 +58,11 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 		Type, Text, Name string
 		Input            json.RawMessage
 		Content          json.RawMessage
-		Source           struct{ Data string }
+		Source           struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		}
 	}
 	_ = json.Unmarshal(raw, &blocks)
 	var b strings.Builder
@@ -68,6 +72,12 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 		switch x.Type {
 		case "image":
 			images += claudeImageTokens(x.Source.Data)
+		case "document":
+			if x.Source.MediaType == "application/pdf" {
+				images += claudePDFPage * pdfPageCount(x.Source.Data)
+			} else {
+				b.WriteString(x.Source.Data)
+			}
 		case "tool_use":
 			b.WriteString(x.Name + string(x.Input))
 		case "tool_result":

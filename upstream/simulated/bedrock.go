@@ -51,8 +51,14 @@ type converseRequest struct {
 }
 
 type converseBlock struct {
-	Text    string    `json:"text"`
-	Image   *struct{} `json:"image"`
+	Text     string    `json:"text"`
+	Image    *struct{} `json:"image"`
+	Document *struct {
+		Format string `json:"format"`
+		Source struct {
+			Bytes string `json:"bytes"`
+		} `json:"source"`
+	} `json:"document"`
 	ToolUse *struct {
 		Name  string          `json:"name"`
 		Input json.RawMessage `json:"input"`
@@ -234,6 +240,8 @@ func (s *Server) conversePrompt(model string, req *converseRequest) int64 {
 			switch {
 			case b.Image != nil:
 				images += 1600
+			case b.Document != nil && b.Document.Format == "pdf":
+				images += claudePDFPage * pdfPageCount(b.Document.Source.Bytes)
 			case b.ToolUse != nil:
 				bpe += c.Count(b.ToolUse.Name + string(b.ToolUse.Input))
 			case b.ToolResult != nil:

@@ -50,8 +50,8 @@ type geminiRequest struct {
 }
 
 type geminiPart struct {
-	Text         string                 `json:"text"`
-	InlineData   *struct{ Data string } `json:"inlineData"`
+	Text         string                           `json:"text"`
+	InlineData   *struct{ MimeType, Data string } `json:"inlineData"`
 	FunctionCall *struct {
 		Name string          `json:"name"`
 		Args json.RawMessage `json:"args"`
@@ -213,7 +213,10 @@ func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 	count := func(parts []geminiPart) {
 		for _, p := range parts {
 			bpe += c.Count(p.Text)
-			if p.InlineData != nil {
+			switch {
+			case p.InlineData != nil && p.InlineData.MimeType == "application/pdf":
+				images += geminiPDFPage * pdfPageCount(p.InlineData.Data)
+			case p.InlineData != nil:
 				images += geminiImageTokens
 			}
 			if p.FunctionCall != nil {

@@ -122,12 +122,18 @@ func chatPrompt(c *tokenizer.Counter, req *request) int64 {
 			Type     string          `json:"type"`
 			Text     string          `json:"text"`
 			ImageURL json.RawMessage `json:"image_url"`
+			File     struct {
+				FileData string `json:"file_data"`
+			} `json:"file"`
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
 			switch p.Type {
 			case "text":
 				n += c.Count(p.Text)
+			case "file":
+				_, b64, _ := strings.Cut(p.File.FileData, ";base64,")
+				n += openAIPDFPage * pdfPageCount(b64)
 			case "image_url":
 				var img struct{ URL, Detail string }
 				if json.Unmarshal(p.ImageURL, &img) != nil {

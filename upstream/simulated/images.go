@@ -9,6 +9,9 @@ import (
 	_ "image/png"
 	"math"
 	"strings"
+
+	"github.com/pdfcpu/pdfcpu/pkg/api"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 )
 
 // openAIImageTokens bills one image part as OpenAI's tile models do: a
@@ -71,4 +74,32 @@ func dataURLSize(url string) (w, h int, ok bool) {
 		return 0, 0, false
 	}
 	return cfg.Width, cfg.Height, true
+}
+
+// What a page of a PDF bills, in input tokens: Claude renders each page
+// as an image and extracts its text (measured, 2,100 to 2,500 a page of
+// text); OpenAI's models likewise; Gemini bills a page as an image at its
+// default media resolution for documents.
+const (
+	claudePDFPage = 2400
+	openAIPDFPage = 2000
+	geminiPDFPage = 560
+)
+
+func init() { model.ConfigPath = "disable" } // pdfcpu writes no config directory
+
+// pdfPageCount counts a base64 PDF's pages with pdfcpu, as a provider's
+// own PDF reader would, independently of the gateway's count. A PDF it
+// cannot read is billed as 1,000 pages, so a test that sends one fails
+// loudly rather than pass with a bill of nothing.
+func pdfPageCount(b64 string) int64 {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return 1000
+	}
+	n, err := api.PageCount(bytes.NewReader(raw), model.NewDefaultConfiguration())
+	if err != nil {
+		return 1000
+	}
+	return int64(n)
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/go-pdf/fpdf"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -380,3 +381,45 @@ func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
 
 // geminiPDFPage is the least any provider bills a page of a PDF.
 const geminiPDFPage = 560
+
+// count_tokens answers the gateway's bound on the input, for a model of
+// any provider, without calling it or reserving: never below what the
+// same request is then billed for its input.
+func TestCountTokensIsTheGatewaysBound(t *testing.T) {
+	m := mixedGateway(t)
+	c := anthropicClient(m.url, 0)
+	pdf := pdfBase64(t, 2)
+	for _, p := range providers {
+		t.Run(p.model, func(t *testing.T) {
+			msgs := []anthropic.MessageParam{anthropic.NewUserMessage(
+				anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: pdf}),
+				anthropic.NewTextBlock("Summarise the report, in French. 你好 🙂"))}
+			system := []anthropic.TextBlockParam{{Text: "You are terse."}}
+			before := m.sim.Stats().Requests
+			var raw *http.Response
+			count, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: anthropic.Model(p.model), Messages: msgs,
+				System: anthropic.MessageCountTokensParamsSystemUnion{OfTextBlockArray: system}}, aoption.WithResponseInto(&raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.sim.Stats().Requests != before || raw.Header.Get("X-Tollgate-Count") != "bound" {
+				t.Fatalf("count_tokens reached an upstream (%d requests) or did not say it is a bound (%q)", m.sim.Stats().Requests-before, raw.Header.Get("X-Tollgate-Count"))
+			}
+			msg, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(p.model), MaxTokens: 50, Messages: msgs, System: system})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if count.InputTokens < msg.Usage.InputTokens {
+				t.Fatalf("count_tokens said %d; the request was billed %d input tokens", count.InputTokens, msg.Usage.InputTokens)
+			}
+		})
+	}
+	m.settled(t, int64(len(providers)))
+
+	_, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: claude, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(
+		anthropic.NewDocumentBlock(anthropic.URLPDFSourceParam{URL: "https://example.com/q3.pdf"}))}})
+	var e *anthropic.Error
+	if !errors.As(err, &e) || e.StatusCode != 400 || !strings.Contains(e.Error(), "messages[0].content[0].source") {
+		t.Fatalf("a PDF by URL: %v", err)
+	}
+}

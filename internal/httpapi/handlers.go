@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,6 +22,19 @@ func (s *Server) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
 		cl, err := s.gw.Admit(c.Request().Context(), ep, req)
 		return s.serve(c, cl, err)
 	}
+}
+
+// countTokens answers Anthropic's POST /v1/messages/count_tokens with the
+// gateway's bound on the request's input tokens (Gateway.CountTokens); the
+// X-Tollgate-Count header says so.
+func (s *Server) countTokens(c echo.Context) error {
+	n, err := s.gw.CountTokens(s.request(c, "/v1/messages/count_tokens"))
+	if err != nil {
+		s.countRefusal(err, principalOf(c).Team)
+		return err
+	}
+	c.Response().Header().Set("X-Tollgate-Count", "bound")
+	return c.JSON(http.StatusOK, map[string]int64{"input_tokens": n})
 }
 
 // paid serves the paid route name, mounted at prefix, through the same

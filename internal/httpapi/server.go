@@ -103,6 +103,7 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 	} {
 		v1.POST(strings.TrimPrefix(r.path, "/v1"), s.proxy(r.ep, r.path))
 	}
+	v1.POST("/messages/count_tokens", s.countTokens)
 	v1.GET("/models", s.listModels)
 	v1.GET("/budget", s.ownBudget)
 	return e
@@ -220,7 +221,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if r.status >= 500 {
 		s.log.Warn("refused", "status", r.status, "code", r.body.Code)
 	}
-	if c.Path() == "/v1/messages" {
+	if strings.HasPrefix(c.Path(), "/v1/messages") {
 		_ = c.JSON(r.status, anthropicError(r))
 		return
 	}

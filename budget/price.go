@@ -112,21 +112,27 @@ func (p Price) Validate() error {
 	return nil
 }
 
-// ForEstimate is the price an upper bound is computed at: every input token
-// at the dearest input rate and every output token at the dearest output
-// rate, since the gateway cannot know in advance which tokens the provider
-// will read from or write to its cache, or which will be audio or
-// reasoning. The long-context tier stays: an estimate whose input is
-// within its threshold bounds a request that is too.
-func (p Price) ForEstimate() Price {
-	q := Price{
-		Input:  max(p.Input, p.CachedInput, p.CacheWrite, p.InputAudio),
-		Output: max(p.Output, p.Reasoning, p.OutputAudio),
+// BoundCost is the most a request can cost that bills at most in input
+// tokens, at most audioIn of them audio, and at most out output tokens,
+// audio only when audioOut: each token at the dearest rate it may be
+// billed at. Text input is priced at the dearest of the input, cached and
+// cache-write rates (the gateway cannot know which tokens the provider
+// reads from or writes to its cache); audio input at the audio rate, or
+// the text rate if that is dearer; output at the dearest of output,
+// reasoning and — when the request asks for audio — audio. The
+// long-context tier stays: a bound whose input is within its threshold
+// bounds a request that is too.
+func (p Price) BoundCost(in, audioIn, out int64, audioOut bool) (Money, error) {
+	q := Price{Input: max(p.Input, p.CachedInput, p.CacheWrite), Output: max(p.Output, p.Reasoning)}
+	if audioOut {
+		q.Output = max(q.Output, p.OutputAudio)
 	}
+	q.InputAudio = max(p.InputAudio, q.Input)
 	if t := p.Above; t != nil {
 		q.Above = &Tier{Tokens: t.Tokens,
 			Input:  max(q.Input, t.Input, t.CachedInput, t.CacheWrite),
 			Output: max(q.Output, t.Output)}
+		q.InputAudio = max(q.InputAudio, q.Above.Input)
 	}
-	return q
+	return q.Cost(Usage{InputTokens: in, InputAudioTokens: min(max(audioIn, 0), in), OutputTokens: out})
 }

@@ -34,13 +34,12 @@ func TestLongContextAndAudioRates(t *testing.T) {
 
 // FuzzEstimateBoundsCost: whatever the rates and however a request's
 // tokens turn out — cached, written to the cache, audio, reasoning — a
-// usage within the estimate's token counts never costs more than the
-// estimate at ForEstimate's price.
+// usage within the bound's token counts never costs more than BoundCost.
 func FuzzEstimateBoundsCost(f *testing.F) {
 	f.Add(int64(3_000_000), int64(300_000), int64(3_750_000), int64(15_000_000), int64(0), int64(0), int64(0),
-		int64(200_000), int64(6_000_000), int64(22_500_000), int64(250_000), int64(4000), int64(190_000), int64(100_000), int64(5), int64(1000), int64(10), int64(3))
+		int64(200_000), int64(6_000_000), int64(22_500_000), int64(250_000), int64(1000), int64(4000), int64(190_000), int64(100_000), int64(5), int64(1000), int64(10), int64(3), true)
 	f.Fuzz(func(t *testing.T, in, cached, write, out, reasoning, inAudio, outAudio, above, tierIn, tierOut,
-		estIn, estOut, actIn, actCached, actWrite, actOut, actReasoning, actAudio int64) {
+		estIn, estAudio, estOut, actIn, actCached, actWrite, actOut, actReasoning, actAudio int64, audioOut bool) {
 		abs := func(v, m int64) int64 {
 			if v < 0 {
 				v = -v
@@ -58,23 +57,31 @@ func FuzzEstimateBoundsCost(f *testing.F) {
 				CachedInput: budget.Money(abs(tierIn/3, rate)), CacheWrite: budget.Money(abs(tierIn/2, rate))}
 		}
 		const tokens = 10_000_000
-		bound := budget.Usage{InputTokens: abs(estIn, tokens), OutputTokens: abs(estOut, tokens)}
-		u := budget.Usage{InputTokens: abs(actIn, bound.InputTokens+1), OutputTokens: abs(actOut, bound.OutputTokens+1)}
-		u.CachedInputTokens = abs(actCached, u.InputTokens+1)
-		u.CacheWriteTokens = abs(actWrite, u.InputTokens-u.CachedInputTokens+1)
-		u.InputAudioTokens = abs(actAudio, u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens+1)
+		// The bound: in input tokens, audio of them audio, out output.
+		bIn := abs(estIn, tokens)
+		bAudio, bOut := abs(estAudio, bIn+1), abs(estOut, tokens)
+		// A usage within it: at most bIn-bAudio of text input (cached,
+		// written or not), at most bAudio of audio, audio output only
+		// when asked for.
+		text := abs(actIn, bIn-bAudio+1)
+		u := budget.Usage{InputAudioTokens: abs(actAudio, bAudio+1), OutputTokens: abs(actOut, bOut+1)}
+		u.InputTokens = text + u.InputAudioTokens
+		u.CachedInputTokens = abs(actCached, text+1)
+		u.CacheWriteTokens = abs(actWrite, text-u.CachedInputTokens+1)
 		u.ReasoningTokens = abs(actReasoning, u.OutputTokens+1)
-		u.OutputAudioTokens = abs(actAudio, u.OutputTokens-u.ReasoningTokens+1)
+		if audioOut {
+			u.OutputAudioTokens = abs(actAudio, u.OutputTokens-u.ReasoningTokens+1)
+		}
 		cost, err := p.Cost(u)
 		if err != nil {
 			t.Fatalf("usage %+v: %v", u, err)
 		}
-		limit, err := p.ForEstimate().Cost(bound)
+		limit, err := p.BoundCost(bIn, bAudio, bOut, audioOut)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cost > limit {
-			t.Fatalf("usage %+v costs %v, more than the estimate %+v at %v", u, cost, bound, limit)
+			t.Fatalf("usage %+v costs %v, more than the bound (%d in, %d audio, %d out) at %v", u, cost, bIn, bAudio, bOut, limit)
 		}
 	})
 }

@@ -402,6 +402,11 @@ type Model struct {
 	// defaults to the model family's figure (see the README); a model of
 	// no known family then refuses PDFs.
 	PDFPageTokens int64 `yaml:"pdf_page_tokens"`
+	// AudioTokensPerSecond bounds input audio (chat's input_audio parts,
+	// WAV or MP3): a clip is reserved as its longest playing time times
+	// this. Unset, OpenAI's models with an audio input price take 20
+	// (they bill about 10: one token per 100 ms); others refuse audio.
+	AudioTokensPerSecond float64 `yaml:"audio_tokens_per_second"`
 	// Embedding marks an embeddings model (no output tokens).
 	Embedding bool `yaml:"embedding"`
 	// Priced says where the prices in force come from: "config",

@@ -23,6 +23,9 @@ const (
 	// and Mistral's differ too. Operators tune it per model from the
 	// metric tollgate_estimate_actual_ratio.
 	DefaultForeignTokenRatio = 1.35
+	// DefaultAudioTokensPerSecond bounds an OpenAI audio model's input
+	// audio: twice the one token per 100 ms it bills.
+	DefaultAudioTokensPerSecond = 20
 )
 
 // SetDefaults fills every zero field that has a documented default.
@@ -155,6 +158,9 @@ func (c *Config) SetDefaults() {
 					m.ImageTokensLow = low
 				}
 			}
+		}
+		if m.AudioTokensPerSecond == 0 && m.InputAudio.Value > 0 && (m.Provider == "openai" || m.Provider == "azure") {
+			m.AudioTokensPerSecond = DefaultAudioTokensPerSecond
 		}
 		if m.PDFPageTokens == 0 && !m.Embedding {
 			m.PDFPageTokens = pdfPageBound(name)

@@ -293,6 +293,9 @@ func (c *Config) validateModels(v *validator) {
 				v.addf(p+".default_output_tokens", "must be between 1 and max_output_tokens")
 			}
 		}
+		if m.AudioTokensPerSecond < 0 || m.AudioTokensPerSecond > 10_000 {
+			v.addf(p+".audio_tokens_per_second", "want 0 (audio refused) to 10000")
+		}
 		if m.PDFPageTokens < 0 || m.PDFPageTokens > 1_000_000 {
 			v.addf(p+".pdf_page_tokens", "want 0 (PDFs refused) to 1000000")
 		}

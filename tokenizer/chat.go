@@ -24,6 +24,9 @@ type ChatMessage struct {
 	// ImageTokens bounds the message's images (and any other input the
 	// caller priced in tokens itself); it is added as it is.
 	ImageTokens int64
+	// AudioTokens bounds the message's audio: added as it is, and kept
+	// apart so that the caller can price it at the audio rate.
+	AudioTokens int64
 	// Extra holds every other string the model reads: tool_call_id, a
 	// refusal, and the JSON of each tool or function call.
 	Extra []string
@@ -47,7 +50,7 @@ func (c *Counter) Chat(msgs []ChatMessage, tools []string) int64 {
 		for _, t := range m.Extra {
 			n += c.Count(t)
 		}
-		n += m.ImageTokens
+		n += m.ImageTokens + m.AudioTokens
 	}
 	if len(tools) > 0 {
 		n += tokensToolsWrapper

@@ -33,10 +33,15 @@ type contentPart struct {
 	Detail string `json:"detail"`
 	// File is chat's {"file_data", "file_id", "filename"}; FileData,
 	// FileID and FileURL are the Responses API's input_file.
-	File     *chatFile `json:"file"`
-	FileData string    `json:"file_data"`
-	FileID   string    `json:"file_id"`
-	FileURL  string    `json:"file_url"`
+	File *chatFile `json:"file"`
+	// InputAudio is chat's {"data", "format"}.
+	InputAudio *struct {
+		Data   string `json:"data"`
+		Format string `json:"format"`
+	} `json:"input_audio"`
+	FileData string `json:"file_data"`
+	FileID   string `json:"file_id"`
+	FileURL  string `json:"file_url"`
 }
 
 type chatFile struct {
@@ -139,6 +144,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 			}
 		}
 		counted[i] = cm
+		r.audio += cm.AudioTokens
 	}
 	var tools []string
 	for _, key := range []string{"tools", "functions"} {
@@ -192,6 +198,16 @@ func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param 
 				return err
 			}
 			cm.ImageTokens += n
+		case "input_audio":
+			param := fmt.Sprintf("%s[%d]", param, i)
+			if p.InputAudio == nil {
+				return badRequest(param+".input_audio", "is required")
+			}
+			n, err := m.audio(p.InputAudio.Format, p.InputAudio.Data, param)
+			if err != nil {
+				return err
+			}
+			cm.AudioTokens += n
 		case "file", "input_file":
 			n, err := p.file(m, fmt.Sprintf("%s[%d]", param, i))
 			if err != nil {

@@ -97,7 +97,12 @@ type Model struct {
 	ImageTokensLow int64
 	// PDFPageTokens bounds one page of an inline PDF; 0 refuses PDFs.
 	PDFPageTokens int64
-	Embedding     bool
+	// AudioTokensPerSecond bounds input audio; 0 refuses audio.
+	AudioTokensPerSecond float64
+	// AudioOutput says the model prices audio output: a request may ask
+	// for it.
+	AudioOutput bool
+	Embedding   bool
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64
@@ -130,6 +135,8 @@ type Request struct {
 	// prompts is how many prompts a legacy completions request holds:
 	// each gets its own choices.
 	prompts int64
+	// audio is the audio part of the counted input, in tokens.
+	audio int64
 	// capKey is the output cap's field, once Prepare has read it.
 	capKey string
 }
@@ -198,6 +205,11 @@ type Prepared struct {
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool
+	// InputAudioTokens is the part of InputTokens that is audio, and
+	// AudioOutput whether the request asks for audio output: the rest
+	// of the bound is priced as text.
+	InputAudioTokens int64
+	AudioOutput      bool
 	// Translation, when set, says the upstream speaks another wire than
 	// the client: Body is in the upstream's, and the answer must come
 	// back through it.
@@ -231,12 +243,14 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 		err = badRequest("", "unknown endpoint")
 	}
 	if err == nil {
-		err = r.refuseUnbounded()
+		err = r.refuseUnbounded(m)
 	}
 	if err != nil {
 		return nil, err
 	}
 	p.InputTokens = scale(p.InputTokens, m.TokenRatio)
+	p.InputAudioTokens = min(scale(r.audio, m.TokenRatio), p.InputTokens)
+	p.AudioOutput = r.Endpoint == Chat && r.asksAudio()
 	if r.Endpoint != Embeddings {
 		if m.Embedding {
 			return nil, badRequest("model", "%s is an embedding model", m.Name)

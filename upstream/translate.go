@@ -59,7 +59,7 @@ func (r *Request) Translate(m *Model, p Provider) (*Prepared, error) {
 	if !ok || !served {
 		return nil, badRequest("model", "%s is served by an upstream that cannot take %s requests", m.Name, r.Endpoint)
 	}
-	if err := r.refuseUnbounded(); err != nil {
+	if err := r.refuseUnbounded(m); err != nil {
 		return nil, err
 	}
 	var c *convert.Chat

@@ -13,14 +13,14 @@ import (
 // audio output, hosted search, server-side tools and containers. The README
 // ("How an estimate becomes an upper bound") lists every field of each
 // API and how it is bounded; this is the "refused" column.
-func (r *Request) refuseUnbounded() error {
+func (r *Request) refuseUnbounded(m *Model) error {
 	if tier := gjson.GetBytes(r.fields["service_tier"], "@this").String(); tier == "priority" {
 		return badRequest("service_tier", `service_tier "priority" bills above the model's list price; the gateway prices standard processing only`)
 	}
 	switch r.Endpoint {
 	case Chat:
-		if present(r.fields["audio"]) || gjson.GetBytes(r.fields["modalities"], `#(=="audio")`).Exists() {
-			return badRequest("audio", "audio output is billed at audio token prices, which the gateway does not have; ask for text")
+		if r.asksAudio() && !m.AudioOutput {
+			return badRequest("audio", "audio output is billed at audio token prices, which the model %s has none of (set models.%s.output_audio); ask for text", m.Name, m.Name)
 		}
 		if present(r.fields["web_search_options"]) {
 			return badRequest("web_search_options", "web_search_options bills per search, which the gateway cannot bound")
@@ -96,4 +96,9 @@ func (r *Request) predicted(m *Model) int64 {
 		n = m.Counter.Count(string(compact(raw))) // an odd shape: its text bounds it
 	}
 	return n
+}
+
+// asksAudio reports whether a chat request asks for audio output.
+func (r *Request) asksAudio() bool {
+	return present(r.fields["audio"]) || gjson.GetBytes(r.fields["modalities"], `#(=="audio")`).Exists()
 }

@@ -19,7 +19,7 @@ func (cl *Call) estimateAt(k int64) (budget.Amounts, error) {
 		if k > 0 && k < p.prep.OutputCap {
 			out = k*p.prep.Choices + p.prep.Predicted
 		}
-		c, err := p.dep.price.ForEstimate().Cost(budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: out})
+		c, err := p.dep.price.BoundCost(p.prep.InputTokens, p.prep.InputAudioTokens, out, p.prep.AudioOutput)
 		if err != nil {
 			return budget.Amounts{}, err
 		}

@@ -156,7 +156,8 @@ func modelAt(c *config.Config, u config.Upstream, name string) (upstream.Model, 
 	}
 	preset := catalog.Presets[u.Preset]
 	return upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
-		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, Embedding: m.Embedding,
+		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, AudioTokensPerSecond: m.AudioTokensPerSecond,
+		AudioOutput: m.OutputAudio.Value > 0, Embedding: m.Embedding,
 		TokenRatio: m.TokenRatio, CapField: preset.CapField, StreamUsage: preset.StreamUsage}, nil
 }
 

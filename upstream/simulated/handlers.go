@@ -15,6 +15,8 @@ import (
 )
 
 type request struct {
+	// audio is the audio part of the prompt, in tokens (set by chat).
+	audio               int64
 	Model               string            `json:"model"`
 	Messages            []json.RawMessage `json:"messages"`
 	Tools               []json.RawMessage `json:"tools"`
@@ -104,8 +106,8 @@ type message struct {
 
 // chatPrompt counts the prompt as the API does: the cookbook's per-message
 // overheads, and tools in the compact rendering the cookbook describes.
-func chatPrompt(c *tokenizer.Counter, req *request) int64 {
-	var n int64 = 3
+func chatPrompt(c *tokenizer.Counter, req *request) (n, audio int64) {
+	n = 3
 	for _, raw := range req.Messages {
 		var m message
 		_ = json.Unmarshal(raw, &m)
@@ -125,12 +127,20 @@ func chatPrompt(c *tokenizer.Counter, req *request) int64 {
 			File     struct {
 				FileData string `json:"file_data"`
 			} `json:"file"`
+			InputAudio struct {
+				Data   string `json:"data"`
+				Format string `json:"format"`
+			} `json:"input_audio"`
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
 			switch p.Type {
 			case "text":
 				n += c.Count(p.Text)
+			case "input_audio":
+				a := audioTokens(p.InputAudio.Format, p.InputAudio.Data)
+				n += a
+				audio += a
 			case "file":
 				_, b64, _ := strings.Cut(p.File.FileData, ";base64,")
 				n += openAIPDFPage * pdfPageCount(b64)
@@ -170,7 +180,7 @@ func chatPrompt(c *tokenizer.Counter, req *request) int64 {
 			}
 		}
 	}
-	return n
+	return n, audio
 }
 
 func promptTokens(c *tokenizer.Counter, raw json.RawMessage) int64 {
@@ -196,9 +206,16 @@ func promptTokens(c *tokenizer.Counter, raw json.RawMessage) int64 {
 }
 
 type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens     int64         `json:"prompt_tokens"`
+	CompletionTokens int64         `json:"completion_tokens"`
+	TotalTokens      int64         `json:"total_tokens"`
+	Details          *inputDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// inputDetails is the audio part of a prompt, as OpenAI reports it.
+type inputDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+	AudioTokens  int64 `json:"audio_tokens"`
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -210,7 +227,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if limit == 0 {
 		limit = req.MaxTokens
 	}
-	s.generate(w, r, req, seedOf(body), chatPrompt(s.counter(req.Model), req), limit, true)
+	prompt, audio := chatPrompt(s.counter(req.Model), req)
+	req.audio = audio
+	s.generate(w, r, req, seedOf(body), prompt, limit, true)
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -260,8 +279,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		}
 		completion += c.tokens // best_of bills every candidate generated
 	}
-	g.usage = usage{prompt, completion, prompt + completion}
+	g.usage = usage{prompt, completion, prompt + completion, nil}
+	if req.audio > 0 {
+		g.usage.Details = &inputDetails{AudioTokens: req.audio}
+	}
 	s.bill(req.Model, prompt, completion)
+	s.billAudio(req.Model, req.audio)
 	g.object, g.chunkObject, g.prefix = "text_completion", "text_completion", "cmpl"
 	if chat {
 		g.object, g.chunkObject, g.prefix = "chat.completion", "chat.completion.chunk", "chatcmpl"

@@ -3,6 +3,7 @@ package simulated
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"image"
 	_ "image/gif" // images clients send as data URLs
 	_ "image/jpeg"
@@ -102,4 +103,24 @@ func pdfPageCount(b64 string) int64 {
 		return 1000
 	}
 	return int64(n)
+}
+
+// audioTokens is what OpenAI bills a clip of input audio: one token per
+// 100 ms of a PCM WAV file as its header describes it (other formats are
+// taken as a 16 kHz 16-bit mono stream).
+func audioTokens(format, b64 string) int64 {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return 0
+	}
+	rate := 32000.0
+	data := len(raw)
+	if format == "wav" && len(raw) >= 44 {
+		rate = float64(binary.LittleEndian.Uint32(raw[24:28]) * uint32(binary.LittleEndian.Uint16(raw[32:34])))
+		data -= 44
+	}
+	if rate <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(data) / rate * 10))
 }

@@ -90,6 +90,8 @@ type Reported struct {
 	// (best_of candidates included), whether or not usage was reported
 	// or the stream reached the client.
 	BilledPromptTokens, BilledCompletionTokens int64
+	// AudioPromptTokens is the audio part of the prompt tokens.
+	AudioPromptTokens int64
 }
 
 // New returns a server.
@@ -170,6 +172,15 @@ func (s *Server) bill(model string, prompt, completion int64) {
 	r := s.stats.Usage[model]
 	r.BilledPromptTokens += prompt
 	r.BilledCompletionTokens += completion
+	s.stats.Usage[model] = r
+}
+
+// billAudio adds the audio part of a prompt billed.
+func (s *Server) billAudio(model string, tokens int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.stats.Usage[model]
+	r.AudioPromptTokens += tokens
 	s.stats.Usage[model] = r
 }
 

@@ -10,31 +10,91 @@ import (
 )
 
 type responsesRequest struct {
-	Model           string          `json:"model"`
-	Instructions    string          `json:"instructions"`
-	Input           json.RawMessage `json:"input"`
-	MaxOutputTokens int64           `json:"max_output_tokens"`
-	Stream          bool            `json:"stream"`
+	Model           string            `json:"model"`
+	Instructions    string            `json:"instructions"`
+	Input           json.RawMessage   `json:"input"`
+	MaxOutputTokens int64             `json:"max_output_tokens"`
+	Stream          bool              `json:"stream"`
+	Tools           []json.RawMessage `json:"tools"`
+	ToolChoice      json.RawMessage   `json:"tool_choice"`
+	Text            struct {
+		Format struct {
+			Type   string          `json:"type"`
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"format"`
+	} `json:"text"`
 }
 
-// responsesPrompt counts a Responses API input as the chat format does.
+// responsesItem is one input item: a message, a function call the model
+// made earlier, or a function's output.
+type responsesItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+	Args    string          `json:"arguments"`
+	Output  string          `json:"output"`
+}
+
+// items is the request's input as items (a string is one user message).
+func (req *responsesRequest) items() []responsesItem {
+	var text string
+	if json.Unmarshal(req.Input, &text) == nil {
+		raw, _ := json.Marshal(text)
+		return []responsesItem{{Type: "message", Role: "user", Content: raw}}
+	}
+	var items []responsesItem
+	_ = json.Unmarshal(req.Input, &items)
+	return items
+}
+
+// ask reads what a Responses request asks of its answer.
+func (req *responsesRequest) ask() ask {
+	var a ask
+	for _, raw := range req.Tools {
+		var t struct {
+			Type, Name string
+			Parameters json.RawMessage
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Type == "function" {
+			a.tools = append(a.tools, tool{Name: t.Name, Schema: t.Parameters})
+		}
+	}
+	var mode string
+	var forced struct{ Type, Name string }
+	switch {
+	case json.Unmarshal(req.ToolChoice, &mode) == nil:
+		a.mode = map[string]string{"required": "any"}[mode]
+		if a.mode == "" {
+			a.mode = mode
+		}
+	case json.Unmarshal(req.ToolChoice, &forced) == nil && forced.Type == "function":
+		a.mode, a.name = "tool", forced.Name
+	}
+	if items := req.items(); len(items) > 0 {
+		a.result = items[len(items)-1].Type == "function_call_output"
+	}
+	switch f := req.Text.Format; f.Type {
+	case "json_schema":
+		a.schema = f.Schema
+	case "json_object":
+		a.json = true
+	}
+	return a
+}
+
+// responsesPrompt counts a Responses API input as the chat format does,
+// tools included.
 func (s *Server) responsesPrompt(req *responsesRequest) int64 {
 	c := s.counter(req.Model)
 	n := int64(3)
 	if req.Instructions != "" {
 		n += 3 + c.Count("system") + c.Count(req.Instructions)
 	}
-	var text string
-	if json.Unmarshal(req.Input, &text) == nil {
-		return n + 3 + c.Count("user") + c.Count(text)
-	}
-	var items []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	_ = json.Unmarshal(req.Input, &items)
-	for _, it := range items {
-		n += 3 + c.Count(it.Role)
+	for _, it := range req.items() {
+		n += 3 + c.Count(it.Role) + c.Count(it.Name+it.Args+it.Output)
+		var text string
 		if json.Unmarshal(it.Content, &text) == nil {
 			n += c.Count(text)
 			continue
@@ -45,10 +105,18 @@ func (s *Server) responsesPrompt(req *responsesRequest) int64 {
 			n += c.Count(p.Text)
 		}
 	}
+	for _, t := range req.Tools {
+		n += 7 + c.Count(string(t))
+	}
+	if f := req.Text.Format.Schema; f != nil {
+		n += c.Count(string(f))
+	}
 	return n
 }
 
-// responses answers OpenAI's Responses API.
+// responses answers OpenAI's Responses API: a message or a function call,
+// whole or as the API's full event sequence (created, in_progress, each
+// output item added, its content part, its deltas, each done, completed).
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var req responsesRequest
@@ -61,45 +129,155 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	seed := seedOf(body)
 	prompt := s.responsesPrompt(&req)
-	n, finish := s.replyTokens(seed, req.MaxOutputTokens)
-	s.bill(req.Model, prompt, n)
-	status := map[string]string{"stop": "completed", "length": "incomplete"}[finish]
-	text := reply(seed, n)
-	id, msgID := fmt.Sprintf("resp_sim%016x", seed), fmt.Sprintf("msg_sim%016x", seed)
-	usage := map[string]any{"input_tokens": prompt, "input_tokens_details": map[string]any{"cached_tokens": 0},
-		"output_tokens": n, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": prompt + n}
-	response := func(st string, out []any, u any) map[string]any {
-		return map[string]any{"id": id, "object": "response", "created_at": time.Now().Unix(), "status": st, "model": req.Model,
-			"output": out, "usage": u, "error": nil, "incomplete_details": nil, "instructions": nil, "metadata": map[string]any{},
-			"parallel_tool_calls": true, "temperature": 1, "tool_choice": "auto", "tools": []any{}, "top_p": 1}
+	ans := s.answer(s.counter(req.Model), seed, req.MaxOutputTokens, req.ask())
+	s.bill(req.Model, prompt, ans.tokens)
+	rs := &responseStream{s: s, req: &req, ans: ans, prompt: prompt,
+		id: fmt.Sprintf("resp_sim%016x", seed), itemID: fmt.Sprintf("msg_sim%016x", seed), created: time.Now().Unix()}
+	if ans.call != nil {
+		rs.itemID = fmt.Sprintf("fc_sim%016x", seed)
 	}
-	message := map[string]any{"type": "message", "id": msgID, "status": "completed", "role": "assistant",
-		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
 	if !req.Stream {
-		s.record(req.Model, prompt, n)
-		s.delivered(req.Model, n)
-		writeJSON(w, http.StatusOK, response(status, []any{message}, usage))
+		s.record(req.Model, prompt, ans.tokens)
+		s.delivered(req.Model, ans.tokens)
+		writeJSON(w, http.StatusOK, rs.response(rs.status(), []any{rs.item("completed", true)}, rs.usage()))
 		return
 	}
-	sendEvent := s.eventWriter(w, r)
-	seq := 0
-	send := func(v map[string]any) bool {
-		v["sequence_number"] = seq
-		seq++
-		return sendEvent(v["type"].(string), v)
-	}
+	rs.stream(w, r)
+}
 
-	if !send(map[string]any{"type": "response.created", "response": response("in_progress", []any{}, nil)}) {
+// responseStream is one answer of the Responses API.
+type responseStream struct {
+	s          *Server
+	req        *responsesRequest
+	ans        answer
+	prompt     int64
+	id, itemID string
+	created    int64
+	seq        int
+	send       func(event string, v any) bool
+}
+
+func (rs *responseStream) status() string {
+	if rs.ans.finish == "length" {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+func (rs *responseStream) usage() map[string]any {
+	return map[string]any{"input_tokens": rs.prompt, "input_tokens_details": map[string]any{"cached_tokens": 0},
+		"output_tokens": rs.ans.tokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": rs.prompt + rs.ans.tokens}
+}
+
+func (rs *responseStream) response(status string, output []any, usage any) map[string]any {
+	var incomplete any
+	if status == "incomplete" {
+		incomplete = map[string]any{"reason": "max_output_tokens"}
+	}
+	format := map[string]any{"type": "text"}
+	if f := rs.req.Text.Format; f.Type != "" {
+		format = map[string]any{"type": f.Type, "name": f.Name, "schema": f.Schema, "strict": true}
+	}
+	tools := rs.req.Tools
+	if tools == nil {
+		tools = []json.RawMessage{}
+	}
+	return map[string]any{"id": rs.id, "object": "response", "created_at": rs.created, "status": status, "model": rs.req.Model,
+		"output": output, "usage": usage, "error": nil, "incomplete_details": incomplete, "instructions": nilIfEmpty(rs.req.Instructions),
+		"max_output_tokens": rs.req.MaxOutputTokens, "metadata": map[string]any{}, "parallel_tool_calls": true, "temperature": 1,
+		"tool_choice": "auto", "tools": tools, "top_p": 1, "text": map[string]any{"format": format}, "truncation": "disabled",
+		"reasoning": map[string]any{"effort": nil, "summary": nil}, "store": true}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// item is the answer's output item; whole says it has all its content.
+func (rs *responseStream) item(status string, whole bool) map[string]any {
+	if c := rs.ans.call; c != nil {
+		args := ""
+		if whole {
+			args = c.args
+		}
+		return map[string]any{"type": "function_call", "id": rs.itemID, "call_id": c.id, "name": c.name, "arguments": args, "status": status}
+	}
+	content := []any{}
+	if whole {
+		content = []any{rs.part(rs.ans.text)}
+	}
+	return map[string]any{"type": "message", "id": rs.itemID, "status": status, "role": "assistant", "content": content}
+}
+
+func (rs *responseStream) part(text string) map[string]any {
+	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}
+}
+
+func (rs *responseStream) event(typ string, v map[string]any) bool {
+	v["type"], v["sequence_number"] = typ, rs.seq
+	rs.seq++
+	return rs.send(typ, v)
+}
+
+// stream sends the answer as the API's event sequence.
+func (rs *responseStream) stream(w http.ResponseWriter, r *http.Request) {
+	s, model := rs.s, rs.req.Model
+	rs.send = s.eventWriter(w, r)
+	if !rs.event("response.created", map[string]any{"response": rs.response("in_progress", []any{}, nil)}) ||
+		!rs.event("response.in_progress", map[string]any{"response": rs.response("in_progress", []any{}, nil)}) ||
+		!rs.event("response.output_item.added", map[string]any{"output_index": 0, "item": rs.item("in_progress", false)}) {
 		return
 	}
-	words := strings.Fields(text)
-	for j := 0; j < len(words); j += 2 {
-		piece := " " + strings.Join(words[j:min(j+2, len(words))], " ")
-		if !send(map[string]any{"type": "response.output_text.delta", "item_id": msgID, "output_index": 0, "content_index": 0, "delta": piece}) {
-			return
+	with := func(kv ...any) map[string]any {
+		m := map[string]any{"item_id": rs.itemID, "output_index": 0}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
 		}
-		s.delivered(req.Model, int64(min(2, len(words)-j)))
+		return m
 	}
-	s.record(req.Model, prompt, n)
-	send(map[string]any{"type": "response." + status, "response": response(status, []any{message}, usage)})
+	if c := rs.ans.call; c != nil {
+		for _, p := range pieces(c.args, 12) {
+			if !rs.event("response.function_call_arguments.delta", with("delta", p)) {
+				return
+			}
+		}
+		s.delivered(model, rs.ans.tokens)
+		rs.event("response.function_call_arguments.done", with("arguments", c.args, "name", c.name))
+	} else {
+		rs.event("response.content_part.added", with("content_index", 0, "part", rs.part("")))
+		words := strings.Fields(rs.ans.text)
+		var sent []string
+		for j := 0; j < len(words); j += 2 {
+			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && int64(j) >= rs.ans.tokens/2 {
+				if s.opts.Fault == Stall {
+					<-r.Context().Done()
+				}
+				return
+			}
+			k := min(2, len(words)-j)
+			piece := strings.Join(words[j:j+k], " ")
+			if strings.HasPrefix(rs.ans.text, " ") || j > 0 {
+				piece = " " + piece
+			}
+			sent = append(sent, piece)
+			if !rs.event("response.output_text.delta", with("content_index", 0, "delta", piece, "logprobs", []any{})) {
+				return
+			}
+			s.delivered(model, int64(k))
+		}
+		text := strings.Join(sent, "")
+		rs.event("response.output_text.done", with("content_index", 0, "text", text, "logprobs", []any{}))
+		rs.event("response.content_part.done", with("content_index", 0, "part", rs.part(text)))
+	}
+	rs.event("response.output_item.done", map[string]any{"output_index": 0, "item": rs.item("completed", true)})
+	status := rs.status()
+	var usage any
+	if s.opts.Fault != DropUsage {
+		s.record(model, rs.prompt, rs.ans.tokens)
+		usage = rs.usage()
+	}
+	rs.event("response."+status, map[string]any{"response": rs.response(status, []any{rs.item("completed", true)}, usage)})
 }

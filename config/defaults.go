@@ -145,30 +145,7 @@ func (c *Config) SetDefaults() {
 		}
 	}
 	for name, m := range c.Models {
-		if m.TokenRatio == 0 {
-			m.TokenRatio = 1
-			if m.Foreign {
-				m.TokenRatio = DefaultForeignTokenRatio
-			}
-		}
-		if m.ImageTokens == 0 && !m.Embedding {
-			if high, low, ok := imageBound(name); ok {
-				m.ImageTokens = high
-				if m.ImageTokensLow == 0 {
-					m.ImageTokensLow = low
-				}
-			}
-		}
-		if m.AudioTokensPerSecond == 0 && m.InputAudio.Value > 0 && (m.Provider == "openai" || m.Provider == "azure") {
-			m.AudioTokensPerSecond = DefaultAudioTokensPerSecond
-		}
-		if m.PDFPageTokens == 0 && !m.Embedding {
-			m.PDFPageTokens = pdfPageBound(name)
-		}
-		if m.DefaultOutputTokens == 0 && !m.Embedding {
-			m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
-		}
-		c.Models[name] = m
+		c.Models[name] = m.withDefaults(name)
 	}
 	defaultLimits := func(ls []Limit) {
 		for i := range ls {
@@ -201,4 +178,34 @@ func (c *Config) SetDefaults() {
 			}
 		}
 	}
+}
+
+// withDefaults is m, the model called name, with its documented defaults:
+// its token ratio, its family's image, PDF page and audio figures, its
+// default output cap.
+func (m Model) withDefaults(name string) Model {
+	if m.TokenRatio == 0 {
+		m.TokenRatio = 1
+		if m.Foreign {
+			m.TokenRatio = DefaultForeignTokenRatio
+		}
+	}
+	if m.ImageTokens == 0 && !m.Embedding {
+		if high, low, ok := imageBound(name); ok {
+			m.ImageTokens = high
+			if m.ImageTokensLow == 0 {
+				m.ImageTokensLow = low
+			}
+		}
+	}
+	if m.AudioTokensPerSecond == 0 && m.InputAudio.Value > 0 && (m.Provider == "openai" || m.Provider == "azure") {
+		m.AudioTokensPerSecond = DefaultAudioTokensPerSecond
+	}
+	if m.PDFPageTokens == 0 && !m.Embedding {
+		m.PDFPageTokens = pdfPageBound(name)
+	}
+	if m.DefaultOutputTokens == 0 && !m.Embedding {
+		m.DefaultOutputTokens = min(m.MaxOutputTokens, DefaultOutputCap)
+	}
+	return m
 }

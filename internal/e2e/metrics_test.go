@@ -92,6 +92,7 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 		{"tollgate_store_operation_duration_seconds", map[string]string{"op": "reserve"}, 4},
 		{"tollgate_store_operation_duration_seconds", map[string]string{"op": "settle"}, 3},
 		{"tollgate_estimate_actual_ratio", map[string]string{"model": "test-model"}, 3},
+		{"tollgate_input_estimate_ratio", map[string]string{"model": "test-model"}, 3},
 		{"tollgate_upstream_time_to_first_byte_seconds", map[string]string{"upstream": "sim"}, 3},
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {

@@ -38,5 +38,7 @@ func (g *Gateway) observeUsage(cl *Call, u budget.Usage, actual budget.Amounts) 
 	}
 	if u.Estimated {
 		g.metrics.UsageEstimated.WithLabelValues(model).Inc()
+	} else if p := cl.served; p != nil && p.prep.InputTokens > 0 {
+		g.metrics.InputRatio.WithLabelValues(p.dep.model.Name).Observe(float64(u.InputTokens) / float64(p.prep.InputTokens))
 	}
 }

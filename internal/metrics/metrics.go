@@ -22,6 +22,7 @@ type Metrics struct {
 	UpstreamLatency  *prometheus.HistogramVec
 	UpstreamTTFB     *prometheus.HistogramVec
 	EstimateRatio    *prometheus.HistogramVec
+	InputRatio       *prometheus.HistogramVec
 	UsageEstimated   *prometheus.CounterVec
 	ShadowRefusals   *prometheus.CounterVec
 
@@ -86,6 +87,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "Actual cost divided by the reserved estimate, by model (1 = exact; near 0 = over-reserving; above 1 = the bound was passed).",
 			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1, 1.1, 1.5, 2},
 		}, []string{"model"}),
+		InputRatio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_input_estimate_ratio",
+			Help:    "Input tokens the upstream reported divided by the gateway's bound on them, by model served: above 1, the model's token_ratio (or image, PDF or audio figure) is too low.",
+			Buckets: []float64{0.25, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1, 1.05, 1.1, 1.25, 1.5},
+		}, []string{"model"}),
 		UsageEstimated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_usage_estimated_total",
 			Help: "Settlements whose usage the gateway counted itself (the upstream reported none), by model.",
@@ -131,7 +137,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.StreamsCut, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
-		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.UsageEstimated, m.ShadowRefusals)
+		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.InputRatio, m.UsageEstimated, m.ShadowRefusals)
 	return m
 }
 

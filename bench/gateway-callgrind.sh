@@ -3,7 +3,8 @@
 # it executes per JSON request (valgrind --tool=callgrind, CGO_ENABLED=0),
 # for the bare httputil.ReverseProxy and for Tollgate on the embedded
 # store, on the Redis store with budget leases and on the Redis store
-# reserving every request exactly (bench/tollgate.yaml's limits). Each
+# reserving every request exactly (bench/tollgate.yaml's limits), and on the
+# embedded store for an OpenAI chat request translated for Claude. Each
 # proxy runs under callgrind with instrumentation off; after a warm-up,
 # instructions are counted over N requests sent one after another on one
 # connection (one curl, N URLs), then over an idle window as long, and the idle
@@ -15,6 +16,7 @@
 # valgrind 3.19 does not know (the process dies of SIGILL at start).
 #
 #   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
+#   ROWS="bare embedded" bench/gateway-callgrind.sh   # some rows only
 #
 # Needs valgrind, curl and redis-server. Loopback only.
 set -euo pipefail
@@ -30,7 +32,8 @@ redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:
 redis_store exact "    exact: true\n" >"$dir/exact.yaml"
 redis_store leased "" >"$dir/leased.yaml"
 "$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
-json='{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}'
+body() { printf '{"model":"%s","max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1"; }
+json=$(body gpt-4o-mini)
 
 # send KEY COUNT: COUNT requests one after another on one connection;
 # prints how many answered 200.
@@ -74,12 +77,16 @@ count() {
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
 printf '%-22s %12s %8s %14s %14s %8s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare"
 bare=""
-for p in bare embedded redis-leased redis-exact; do
+for p in ${ROWS:-bare embedded redis-leased redis-exact translated}; do
+  json=$(body gpt-4o-mini)
   case $p in
     bare) r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
     embedded) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
     redis-leased) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/leased.yaml") ;;
     redis-exact) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/exact.yaml") ;;
+    # An OpenAI chat request for Claude, embedded store: translated to
+    # Anthropic's Messages and its answer back to OpenAI's format.
+    translated) json=$(body claude-sonnet-4-5) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
   esac
   read -r per n busy idle secs <<<"$r"
   bare=${bare:-$per}

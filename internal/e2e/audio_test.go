@@ -5,17 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
-	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -41,28 +37,15 @@ func silence(seconds float64) []byte {
 // reports, the rest of the prompt at the text price; audio output is taken
 // only where the model prices it.
 func TestAudioIsPricedAsAudio(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{APIKey: "upstream-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	defer up.Close()
+	_, upURL := simulatedUpstream(t, simulated.Options{APIKey: "upstream-key"})
 	url, a := apptest.Serve(t, `
 upstreams:
-  - {name: openai, base_url: "`+up.URL+`/v1", api_key: upstream-key, models: [gpt-4o-audio-preview, gpt-4o-mini]}
+  - {name: openai, base_url: "`+upURL+`/v1", api_key: upstream-key, models: [gpt-4o-audio-preview, gpt-4o-mini]}
 models:
   gpt-4o-audio-preview: {input: "$2", output: "$10", input_audio: "$40", output_audio: "$80"}
   gpt-4o-mini: {input: "$1", output: "$2"}
-orgs:
-  - id: acme
-    teams:
-      - id: ml
-        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: k1, hash: "`+policy.HashKey(testKey)+`"}]
-`, nil)
-	var mu sync.Mutex
-	var entries []budget.Entry
-	a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+`+acmeML, nil)
+	settled := recordSettlements(a)
 	c := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
 
 	clip := base64.StdEncoding.EncodeToString(silence(2.5))
@@ -80,9 +63,7 @@ orgs:
 	}
 	want := 2*(resp.Usage.PromptTokens-audio) + 40*audio + 10*resp.Usage.CompletionTokens
 	spent, _ := spentNow(t, a)
-	mu.Lock()
-	e := entries[0]
-	mu.Unlock()
+	e := settled.all()[0]
 	if spent != want || int64(e.Cost) != want || e.Cost > e.Reserved {
 		t.Fatalf("spent %d, entry %+v; want %d µ$ (audio at $40, text at $2), within the reservation", spent, e, want)
 	}

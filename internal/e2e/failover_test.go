@@ -4,16 +4,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
-	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -52,16 +49,11 @@ func TestFailoverToAnotherProvider(t *testing.T) {
 				tc.fail(w, r)
 			}))
 			defer broken.Close()
-			sim, err := simulated.New(simulated.Options{APIKey: "upstream-key"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			defer up.Close()
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "upstream-key"})
 			url, a := apptest.Serve(t, `
 upstreams:
   - {name: openai, base_url: "`+broken.URL+`/v1", api_key: upstream-key, models: [gpt-4o-mini]}
-  - {name: anthropic, kind: anthropic, base_url: "`+up.URL+`/v1", api_key: upstream-key, models: [`+claude+`]}
+  - {name: anthropic, kind: anthropic, base_url: "`+upURL+`/v1", api_key: upstream-key, models: [`+claude+`]}
 models:
   gpt-4o-mini: {input: "$1", output: "$2"}
   `+claude+`: {input: "$3", output: "$15"}
@@ -69,16 +61,8 @@ aliases:
   smart:
     strategy: ordered
     deployments: [{upstream: openai, model: gpt-4o-mini}, {upstream: anthropic, model: `+claude+`}]
-orgs:
-  - id: acme
-    teams:
-      - id: ml
-        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: k1, hash: "`+policy.HashKey(testKey)+`"}]
-`, nil)
-			var mu sync.Mutex
-			var entries []budget.Entry
-			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+`+acmeML, nil)
+			settled := recordSettlements(a)
 
 			c := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
 			var raw *http.Response
@@ -93,8 +77,7 @@ orgs:
 			u := sim.Stats().Usage[claude]
 			want := 3*u.PromptTokens + 15*u.CompletionTokens
 			spent, pending := spentNow(t, a)
-			mu.Lock()
-			defer mu.Unlock()
+			entries := settled.all()
 			if spent != want || pending != 0 || len(entries) != 1 || int64(entries[0].Cost) != want || entries[0].ServedModel != claude || entries[0].Model != "smart" {
 				t.Fatalf("spent %d pending %d, entries %+v: want one, at Claude's price (%d µ$)", spent, pending, entries, want)
 			}

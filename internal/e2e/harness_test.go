@@ -10,12 +10,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
@@ -224,4 +227,58 @@ func isBudgetRefusal(s string) bool {
 		}
 	}
 	return false
+}
+
+// acmeML is the orgs section most tests share: org acme, team ml with $10
+// a month, key k1 (testKey).
+var acmeML = `
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [` + monthlyTen + `]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
+`
+
+// settlements collects the ledger entries a gateway settles.
+type settlements struct {
+	mu      sync.Mutex
+	entries []budget.Entry
+}
+
+func recordSettlements(a *app.App) *settlements {
+	s := &settlements{}
+	a.Gateway().OnSettle(func(e budget.Entry) { s.mu.Lock(); s.entries = append(s.entries, e); s.mu.Unlock() })
+	return s
+}
+
+func (s *settlements) all() []budget.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.entries)
+}
+
+// accumulate reads an Anthropic stream to its end into one message.
+func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) (anthropic.Message, error) {
+	t.Helper()
+	var acc anthropic.Message
+	for stream.Next() {
+		if err := acc.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc, stream.Err()
+}
+
+// simulatedUpstream serves a simulated upstream with opts until the test
+// ends, and returns it with its URL.
+func simulatedUpstream(t *testing.T, opts simulated.Options) (*simulated.Server, string) {
+	t.Helper()
+	sim, err := simulated.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	return sim, up.URL
 }

@@ -25,10 +25,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
-	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -59,12 +57,12 @@ const (
 // any model in its own format; the gateway translates the request, the
 // answer and the stream.
 type mixed struct {
-	url     string
-	app     *app.App
-	sim     *simulated.Server
-	mu      sync.Mutex
-	entries []budget.Entry
-	paths   map[string]int // upstream requests by path
+	url    string
+	app    *app.App
+	sim    *simulated.Server
+	ledger *settlements
+	mu     sync.Mutex
+	paths  map[string]int // upstream requests by path
 }
 
 func mixedGateway(t *testing.T) *mixed {
@@ -104,17 +102,9 @@ models:
 	for _, p := range providers {
 		src += fmt.Sprintf("  %q: {input: \"$%d\", output: \"$%d\", reasoning: \"$%d\"}\n", p.model, p.in, p.out, p.out)
 	}
-	src += `
-orgs:
-  - id: acme
-    teams:
-      - id: ml
-        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
-        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
-`
+	src += acmeML
 	m.url, m.app = apptest.Serve(t, src, nil)
-	a := m.app
-	a.Gateway().OnSettle(func(e budget.Entry) { m.mu.Lock(); m.entries = append(m.entries, e); m.mu.Unlock() })
+	m.ledger = recordSettlements(m.app)
 	return m
 }
 
@@ -144,7 +134,7 @@ func (m *mixed) settled(t *testing.T, requests int64) {
 			t.Fatalf("upstream requests %v: each model must be called in its upstream's own API", m.paths)
 		}
 	}
-	for _, e := range m.entries {
+	for _, e := range m.ledger.all() {
 		if e.Usage.Estimated || e.Cost > e.Reserved {
 			t.Fatalf("entry %+v: the usage must be reported, and within the reservation", e)
 		}
@@ -325,14 +315,8 @@ func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
 		t.Fatalf("answer %+v", msg)
 	}
 
-	stream := c.Messages.NewStreaming(ctx, ask)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	acc, err := accumulate(t, c.Messages.NewStreaming(ctx, ask))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(acc.Content) == 0 || acc.Content[0].Text == "" || acc.Usage.OutputTokens == 0 || acc.Usage.InputTokens == 0 {
@@ -358,14 +342,8 @@ func anthropicRounds(t *testing.T, c anthropic.Client, model string) {
 		t.Fatalf("after the tool's result: %v %+v", err, msg)
 	}
 	tools.Messages = tools.Messages[:1]
-	stream = c.Messages.NewStreaming(ctx, tools)
-	acc = anthropic.Message{}
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil || acc.StopReason != "tool_use" || len(acc.Content) != 1 || !strings.Contains(string(acc.Content[0].Input), `"days"`) {
+	acc, err = accumulate(t, c.Messages.NewStreaming(ctx, tools))
+	if err != nil || acc.StopReason != "tool_use" || len(acc.Content) != 1 || !strings.Contains(string(acc.Content[0].Input), `"days"`) {
 		t.Fatalf("streamed tool use: %v %+v", err, acc)
 	}
 

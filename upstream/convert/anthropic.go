@@ -149,14 +149,7 @@ func ToAnthropic(c *Chat, extra map[string]any) ([]byte, error) {
 	if len(c.System) > 0 {
 		body["system"] = []map[string]any{{"type": "text", "text": Texts(c.System)}}
 	}
-	var msgs []map[string]any
-	add := func(role string, blocks []map[string]any) {
-		if n := len(msgs); n > 0 && msgs[n-1]["role"] == role {
-			msgs[n-1]["content"] = append(msgs[n-1]["content"].([]map[string]any), blocks...)
-			return
-		}
-		msgs = append(msgs, map[string]any{"role": role, "content": blocks})
-	}
+	msgs := turns{key: "content"}
 	for _, m := range c.Messages {
 		blocks, err := anthropicBlocks(m.Parts)
 		if err != nil {
@@ -167,10 +160,10 @@ func ToAnthropic(c *Chat, extra map[string]any) ([]byte, error) {
 			role = "user" // results ride in a user turn
 		}
 		if len(blocks) > 0 {
-			add(role, blocks)
+			msgs.add(role, blocks)
 		}
 	}
-	body["messages"] = msgs
+	body["messages"] = msgs.list
 	tools := make([]map[string]any, 0, len(c.Tools)+1)
 	for _, t := range c.Tools {
 		tools = append(tools, map[string]any{"name": t.Name, "description": t.Description, "input_schema": t.Parameters})

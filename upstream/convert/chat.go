@@ -218,3 +218,19 @@ func argsText(raw json.RawMessage) string {
 	}
 	return "{}"
 }
+
+// turns are a request's messages in a wire whose roles must alternate
+// (Anthropic, Gemini, Bedrock): a message of the role of the one before
+// it is merged into it. key names a message's list of blocks or parts.
+type turns struct {
+	key  string
+	list []map[string]any
+}
+
+func (t *turns) add(role string, items []map[string]any) {
+	if n := len(t.list); n > 0 && t.list[n-1]["role"] == role {
+		t.list[n-1][t.key] = append(t.list[n-1][t.key].([]map[string]any), items...)
+		return
+	}
+	t.list = append(t.list, map[string]any{"role": role, t.key: items})
+}

@@ -13,14 +13,7 @@ func ToConverse(c *Chat) ([]byte, error) {
 	if len(c.System) > 0 {
 		body["system"] = []map[string]any{{"text": Texts(c.System)}}
 	}
-	var msgs []map[string]any
-	add := func(role string, blocks []map[string]any) {
-		if n := len(msgs); n > 0 && msgs[n-1]["role"] == role {
-			msgs[n-1]["content"] = append(msgs[n-1]["content"].([]map[string]any), blocks...)
-			return
-		}
-		msgs = append(msgs, map[string]any{"role": role, "content": blocks})
-	}
+	msgs := turns{key: "content"}
 	for i, m := range c.Messages {
 		blocks, err := converseBlocks(m.Parts, fmt.Sprintf("messages[%d]", i))
 		if err != nil {
@@ -31,10 +24,10 @@ func ToConverse(c *Chat) ([]byte, error) {
 			role = "user"
 		}
 		if len(blocks) > 0 {
-			add(role, blocks)
+			msgs.add(role, blocks)
 		}
 	}
-	body["messages"] = msgs
+	body["messages"] = msgs.list
 	inf := map[string]any{"maxTokens": c.MaxTokens}
 	setSampling(inf, c, "temperature", "topP", "stopSequences")
 	body["inferenceConfig"] = inf

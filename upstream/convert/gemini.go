@@ -16,14 +16,7 @@ func ToGemini(c *Chat) ([]byte, error) {
 	if len(c.System) > 0 {
 		body["systemInstruction"] = map[string]any{"parts": []map[string]any{{"text": Texts(c.System)}}}
 	}
-	var contents []map[string]any
-	add := func(role string, parts []map[string]any) {
-		if n := len(contents); n > 0 && contents[n-1]["role"] == role {
-			contents[n-1]["parts"] = append(contents[n-1]["parts"].([]map[string]any), parts...)
-			return
-		}
-		contents = append(contents, map[string]any{"role": role, "parts": parts})
-	}
+	contents := turns{key: "parts"}
 	for i, m := range c.Messages {
 		parts, err := geminiParts(m.Parts, fmt.Sprintf("messages[%d]", i))
 		if err != nil {
@@ -36,9 +29,9 @@ func ToGemini(c *Chat) ([]byte, error) {
 		if m.Role == "assistant" {
 			role = "model"
 		}
-		add(role, parts)
+		contents.add(role, parts)
 	}
-	body["contents"] = contents
+	body["contents"] = contents.list
 	if len(c.Tools) > 0 {
 		decls := make([]map[string]any, len(c.Tools))
 		for i, t := range c.Tools {

@@ -188,23 +188,12 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 	}
 	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	send("ping", map[string]any{"type": "ping"})
-	words := strings.Fields(m.text)
 	var sent int64
-	for j := 0; j < len(words); j += 2 {
-		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= m.output/2 {
-			if s.opts.Fault == Stall {
-				<-r.Context().Done()
-			}
-			return
-		}
-		piece := " " + strings.Join(words[j:min(j+2, len(words))], " ")
-		if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": piece}}) {
-			return
-		}
-		k := int64(min(2, len(words)-j))
-		sent += k
-		s.delivered(m.model, k)
+	if !s.streamWords(r, m.model, m.text, m.output/2, &sent, func(piece string, _ bool) bool {
+		return send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": " " + piece}})
+	}) {
+		return
 	}
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	if s.opts.Fault != DropUsage {

@@ -160,21 +160,11 @@ func (s *Server) converse(w http.ResponseWriter, r *http.Request) {
 			send("contentBlockDelta", map[string]any{"contentBlockIndex": 0, "delta": map[string]any{"toolUse": map[string]any{"input": p}}})
 		}
 	} else {
-		words := strings.Fields(ans.text)
 		var sent int64
-		for j := 0; j < len(words); j += 2 {
-			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= n/2 {
-				if s.opts.Fault == Stall {
-					<-r.Context().Done()
-				}
-				return
-			}
-			k := min(2, len(words)-j)
-			if !send("contentBlockDelta", map[string]any{"contentBlockIndex": 0, "delta": map[string]any{"text": " " + strings.Join(words[j:j+k], " ")}}) {
-				return
-			}
-			sent += int64(k)
-			s.delivered(model, int64(k))
+		if !s.streamWords(r, model, ans.text, n/2, &sent, func(piece string, _ bool) bool {
+			return send("contentBlockDelta", map[string]any{"contentBlockIndex": 0, "delta": map[string]any{"text": " " + piece}})
+		}) {
+			return
 		}
 	}
 	send("contentBlockStop", map[string]any{"contentBlockIndex": 0})

@@ -143,18 +143,9 @@ func (g geminiReply) chunk(parts []any, finish string, out int64) map[string]any
 // geminiStream sends a text answer two words a chunk, each chunk with
 // the usage so far, as streamGenerateContent does.
 func (s *Server) geminiStream(r *http.Request, send func(string, any) bool, g geminiReply, ans answer, finish string) {
-	words := strings.Fields(ans.text)
-	var sent int64
-	for j := 0; j < len(words); j += 2 {
-		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= ans.tokens/2 {
-			if s.opts.Fault == Stall {
-				<-r.Context().Done()
-			}
-			return
-		}
-		k := int64(min(2, len(words)-j))
-		sent += k
-		last := j+2 >= len(words)
+	var sent, counted int64
+	s.streamWords(r, g.model, ans.text, ans.tokens/2, &sent, func(piece string, last bool) bool {
+		counted += int64(len(strings.Fields(piece)))
 		f := ""
 		if last {
 			f = finish
@@ -162,15 +153,12 @@ func (s *Server) geminiStream(r *http.Request, send func(string, any) bool, g ge
 				s.record(g.model, g.prompt, ans.tokens+g.thoughts)
 			}
 		}
-		c := g.chunk([]any{map[string]any{"text": " " + strings.Join(words[j:j+int(k)], " ")}}, f, sent)
+		c := g.chunk([]any{map[string]any{"text": " " + piece}}, f, counted)
 		if last && s.opts.Fault == DropUsage {
 			delete(c, "usageMetadata")
 		}
-		if !send("", c) {
-			return
-		}
-		s.delivered(g.model, k)
-	}
+		return send("", c)
+	})
 }
 
 // ask reads what a generateContent request asks of its answer.

@@ -374,22 +374,10 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 			}
 			continue
 		}
-		// Two words a chunk, as real streams carry a token or a few.
-		words := strings.Fields(c.text)
-		for j := 0; j < len(words); j += 2 {
-			piece := " " + strings.Join(words[j:min(j+2, len(words))], " ")
-			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && sent >= half {
-				if s.opts.Fault == Stall {
-					<-r.Context().Done()
-				}
-				return // cut: no finish, no usage, no [DONE]
-			}
-			if !send(g.chunk(i, piece, nil, false)) {
-				return
-			}
-			n := int64(min(2, len(words)-j))
-			sent += n
-			s.delivered(g.req.Model, n)
+		if !s.streamWords(r, g.req.Model, c.text, half, &sent, func(piece string, _ bool) bool {
+			return send(g.chunk(i, " "+piece, nil, false))
+		}) {
+			return // cut: no finish, no usage, no [DONE]
 		}
 		if !send(g.chunk(i, "", c.finish, false)) {
 			return

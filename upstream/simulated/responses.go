@@ -248,25 +248,16 @@ func (rs *responseStream) stream(w http.ResponseWriter, r *http.Request) {
 		rs.event("response.function_call_arguments.done", with("arguments", c.args, "name", c.name))
 	} else {
 		rs.event("response.content_part.added", with("content_index", 0, "part", rs.part("")))
-		words := strings.Fields(rs.ans.text)
 		var sent []string
-		for j := 0; j < len(words); j += 2 {
-			if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && int64(j) >= rs.ans.tokens/2 {
-				if s.opts.Fault == Stall {
-					<-r.Context().Done()
-				}
-				return
-			}
-			k := min(2, len(words)-j)
-			piece := strings.Join(words[j:j+k], " ")
-			if strings.HasPrefix(rs.ans.text, " ") || j > 0 {
+		var n int64
+		if !s.streamWords(r, model, rs.ans.text, rs.ans.tokens/2, &n, func(piece string, _ bool) bool {
+			if strings.HasPrefix(rs.ans.text, " ") || len(sent) > 0 {
 				piece = " " + piece
 			}
 			sent = append(sent, piece)
-			if !rs.event("response.output_text.delta", with("content_index", 0, "delta", piece, "logprobs", []any{})) {
-				return
-			}
-			s.delivered(model, int64(k))
+			return rs.event("response.output_text.delta", with("content_index", 0, "delta", piece, "logprobs", []any{}))
+		}) {
+			return
 		}
 		text := strings.Join(sent, "")
 		rs.event("response.output_text.done", with("content_index", 0, "text", text, "logprobs", []any{}))

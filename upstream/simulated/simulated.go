@@ -312,3 +312,27 @@ func (s *Server) authorized(r *http.Request) bool {
 	return key == "" || r.Header.Get("Authorization") == "Bearer "+key || r.Header.Get("X-Api-Key") == key ||
 		r.Header.Get("X-Goog-Api-Key") == key || r.URL.Query().Get("key") == key
 }
+
+// streamWords sends text two words a chunk — real streams carry a token or
+// a few — through send, counting the words delivered to model (each is a
+// token of reply text). Under Truncate or Stall it stops once *sent
+// reaches half (Stall first waits for the client to leave). It reports
+// whether all of text was sent.
+func (s *Server) streamWords(r *http.Request, model, text string, half int64, sent *int64, send func(piece string, last bool) bool) bool {
+	words := strings.Fields(text)
+	for j := 0; j < len(words); j += 2 {
+		if (s.opts.Fault == Truncate || s.opts.Fault == Stall) && *sent >= half {
+			if s.opts.Fault == Stall {
+				<-r.Context().Done()
+			}
+			return false
+		}
+		k := min(2, len(words)-j)
+		if !send(strings.Join(words[j:j+k], " "), j+k >= len(words)) {
+			return false
+		}
+		*sent += int64(k)
+		s.delivered(model, int64(k))
+	}
+	return true
+}

@@ -69,10 +69,13 @@ func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 	if !cl.principal.Allows(req.Model) {
 		return &ModelError{Model: req.Model, Allowed: true}
 	}
-	if cl.plans, err = planFor(ep, body, r); err != nil {
+	// The first plan takes req as parsed: its Stream and User stay, its
+	// fields and model may be rewritten for the deployment.
+	model := req.Model
+	if cl.plans, err = planFor(ep, body, req, r); err != nil {
 		return err
 	}
-	cl.llm, cl.route, cl.model = req, r, req.Model
+	cl.llm, cl.route, cl.model = req, r, model
 	// Any deployment may serve it: reserve at the dearest.
 	if cl.estimate, err = cl.estimateAt(0); err != nil {
 		return &upstream.RequestError{Message: "the request is too large to price"}
@@ -83,9 +86,11 @@ func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 // planFor prepares body for every deployment of r that can take it: one
 // whose upstream speaks ep, and whose model accepts the request (its
 // output cap within the model's, its images priced). Deployments with the
-// same model and quirks share one preparation. The error is the first
-// deployment's when none can.
-func planFor(ep upstream.Endpoint, body []byte, r *route) ([]*plan, error) {
+// same model and quirks share one preparation; the first preparation takes
+// parsed, body as parsed already, and each other parses body anew (a
+// preparation rewrites its request). The error is the first deployment's
+// when none can.
+func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *route) ([]*plan, error) {
 	var plans []*plan
 	var first error
 	for _, d := range r.deployments {
@@ -96,7 +101,11 @@ func planFor(ep upstream.Endpoint, body []byte, r *route) ([]*plan, error) {
 			plans = append(plans, &plan{dep: d, req: plans[i].req, prep: plans[i].prep})
 			continue
 		}
-		req, err := upstream.ParseRequest(ep, body)
+		req, err := parsed, error(nil)
+		if req == nil {
+			req, err = upstream.ParseRequest(ep, body)
+		}
+		parsed = nil
 		var prep *upstream.Prepared
 		switch {
 		case err != nil:

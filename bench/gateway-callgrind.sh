@@ -10,7 +10,8 @@
 # connection (one curl, N URLs), then over an idle window as long, and the idle
 # count (clock-driven loops: lease flushes, sweeper, snapshots, which
 # valgrind's ~50x slowdown makes weigh far more per request than at full
-# speed) is subtracted: (I(requests) - I(idle)) / N. redis-server is not
+# speed) is subtracted: (I(requests) - I(idle)) / N; "without GC" is the
+# same less the garbage collector's instructions. redis-server is not
 # counted here (bench/redis-callgrind.sh counts it). cpu.rdtscp=off: the Go
 # runtime reads the clock with RDTSCP where the CPU has it, an instruction
 # valgrind 3.19 does not know (the process dies of SIGILL at start).
@@ -46,6 +47,18 @@ send() {
 
 total() { awk '/^summary:|^totals:/ {print $2; exit}' "$1"; }
 
+# gc FILE: the instructions of FILE spent in the garbage collector (marking,
+# sweeping, scanning). How many GC cycles fall in a window of 1,000
+# requests varies from run to run by more than the request path's own work,
+# so the table shows the count without them too.
+gc() {
+  callgrind_annotate --auto=no --threshold=100 "$1" 2>/dev/null | awk '
+    /PROGRAM TOTALS/ {next}
+    /^ *[0-9,]+ \(/ && /mgcmark|mgcsweep|mgc\.go|tryDeferToSpanScan|scanObject|typePointers|greentea|mgcwork|mspanset|gcDrain|markBits|findObject|mgcpacer|mbitmap/ {
+      v = $1; gsub(",", "", v); s += v }
+    END {print s + 0}'
+}
+
 # count NAME KEY CMD...: runs CMD (the proxy, on $PX) under callgrind and
 # prints its instructions per request.
 count() {
@@ -67,16 +80,17 @@ count() {
   sleep "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')"
   callgrind_control -d "$pid" >/dev/null 2>&1
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
-  local busy idle
-  busy=$(total "$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 1p)")
-  idle=$(total "$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 2p)")
-  awk -v busy="$busy" -v idle="$idle" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
-    printf "%.0f %d %.0f %.0f %.1f\n", (busy - idle) / n, n, busy / n, idle / n, s }'
+  local busy idle bf idlef
+  bf=$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 1p)
+  idlef=$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 2p)
+  busy=$(total "$bf") idle=$(total "$idlef")
+  awk -v busy="$busy" -v idle="$idle" -v bgc="$(gc "$bf")" -v igc="$(gc "$idlef")" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
+    printf "%.0f %d %.0f %.0f %.1f %.0f\n", (busy - idle) / n, n, busy / n, idle / n, s, (busy - bgc - idle + igc) / n }'
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
-printf '%-22s %12s %8s %14s %14s %8s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare"
-bare=""
+printf '%-22s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
+bare="" bare_ngc=""
 for p in ${ROWS:-bare embedded redis-leased redis-exact translated}; do
   json=$(body gpt-4o-mini)
   case $p in
@@ -88,8 +102,8 @@ for p in ${ROWS:-bare embedded redis-leased redis-exact translated}; do
     # Anthropic's Messages and its answer back to OpenAI's format.
     translated) json=$(body claude-sonnet-4-5) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
   esac
-  read -r per n busy idle secs <<<"$r"
-  bare=${bare:-$per}
-  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$bare" 'BEGIN {
-    printf "%-22s %12.0f %8d %14.0f %14.0f %8.1f %8.2f\n", p, per, n, busy, idle, s, per / bare }'
+  read -r per n busy idle secs ngc <<<"$r"
+  bare=${bare:-$per} bare_ngc=${bare_ngc:-$ngc}
+  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$bare" -v ngc="$ngc" -v bngc="$bare_ngc" 'BEGIN {
+    printf "%-22s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc }'
 done

@@ -77,7 +77,7 @@ func wavChunkSeconds(b []byte, i int) (float64, error) {
 func mp3Seconds(b []byte) (seconds float64, ok bool) {
 	i := 0
 	if len(b) >= 10 && string(b[:3]) == "ID3" { // an ID3v2 tag: 28-bit size
-		i = 10 + int(b[6]&0x7f)<<21 | int(b[7]&0x7f)<<14 | int(b[8]&0x7f)<<7 | int(b[9]&0x7f)
+		i = 10 + (int(b[6]&0x7f)<<21 | int(b[7]&0x7f)<<14 | int(b[8]&0x7f)<<7 | int(b[9]&0x7f))
 	}
 	end := len(b)
 	if end >= 128 && string(b[end-128:end-125]) == "TAG" {

@@ -58,6 +58,8 @@ func TestAudioSeconds(t *testing.T) {
 		// long; the decoder plays it at its sample rate.
 		{"wav whose byte rate lies", "wav", wav(3, 16000, 1, 16, 320000), 3},
 		{"mp3, 100 frames", "mp3", mp3(100), 100 * 1152.0 / 44100},
+		// An ID3v2 tag of 200 bytes (a syncsafe size: 1<<7 + 72) first.
+		{"mp3 after an ID3 tag", "mp3", append(append([]byte("ID3\x04\x00\x00\x00\x00\x01\x48"), make([]byte, 200)...), mp3(50)...), 50 * 1152.0 / 44100},
 		// Garbage a decoder might resync past: the size at 8 kbit/s.
 		{"mp3 with garbage", "mp3", append(mp3(10), make([]byte, 1000)...), float64(10*417+1000) * 8 / 8000},
 	} {

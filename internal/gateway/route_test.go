@@ -34,6 +34,7 @@ func TestAliasWeights(t *testing.T) {
 		}
 		byDeployment[o.resp.Header().Get("X-Tollgate-Deployment")]++
 	}
+	t.Logf("served by %v", byDeployment)
 	if n := byDeployment["main/m"]; n < 700 || n > 800 || n+byDeployment["backup/m2"] != 1000 {
 		t.Fatalf("served by %v, want 750 ± 50 at main/m (weight 3 of 4)", byDeployment)
 	}

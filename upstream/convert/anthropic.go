@@ -19,6 +19,9 @@ func FromAnthropic(body []byte) (*Chat, error) {
 		return nil, errorf("", "the body is not JSON")
 	}
 	r := gjson.ParseBytes(body)
+	if err := needMessages(r); err != nil {
+		return nil, err
+	}
 	c := &Chat{Model: r.Get("model").String(), Stream: r.Get("stream").Bool(), MaxTokens: r.Get("max_tokens").Int(),
 		User: r.Get("metadata.user_id").String()}
 	if t := r.Get("thinking"); t.Exists() && t.Get("type").String() == "enabled" {

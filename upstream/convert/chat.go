@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Wire is a chat dialect.
@@ -233,4 +235,13 @@ func (t *turns) add(role string, items []map[string]any) {
 		return
 	}
 	t.list = append(t.list, map[string]any{"role": role, t.key: items})
+}
+
+// needMessages refuses a request without a non-empty messages array:
+// every wire requires one, and a translation must not invent it.
+func needMessages(r gjson.Result) error {
+	if m := r.Get("messages"); !m.IsArray() || len(m.Array()) == 0 {
+		return errorf("messages", "must be a non-empty array of messages")
+	}
+	return nil
 }

@@ -18,6 +18,9 @@ func FromOpenAI(body []byte) (*Chat, error) {
 		return nil, errorf("", "the body is not JSON")
 	}
 	r := gjson.ParseBytes(body)
+	if err := needMessages(r); err != nil {
+		return nil, err
+	}
 	c := &Chat{Model: r.Get("model").String(), Stream: r.Get("stream").Bool(), User: r.Get("user").String()}
 	if n := r.Get("n"); n.Exists() && n.Type != gjson.Null && n.Int() != 1 {
 		return nil, errorf("n", "n must be 1 for this model: its provider generates one choice a request")

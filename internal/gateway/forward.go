@@ -104,6 +104,9 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 
 // inOrder is cl's plans in the order of its route's strategy.
 func (cl *Call) inOrder() []*plan {
+	if len(cl.plans) == 1 {
+		return cl.plans // one deployment: nothing to order
+	}
 	order := make([]*plan, 0, len(cl.plans))
 	for _, d := range cl.route.order(cl.intn) {
 		if i := slices.IndexFunc(cl.plans, func(p *plan) bool { return p.dep == d }); i >= 0 {

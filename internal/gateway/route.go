@@ -29,11 +29,12 @@ type deployment struct {
 	model  upstream.Model
 	price  budget.Price
 	weight int
+	label  string // "upstream/model"
 }
 
 // name is how the deployment is named to clients and in metrics:
 // "upstream/model".
-func (d *deployment) name() string { return d.target.name + "/" + d.model.Name }
+func (d *deployment) name() string { return d.label }
 
 // plan is one deployment with the request prepared for it: the body it is
 // sent and the bound of what it may bill.
@@ -105,7 +106,7 @@ func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 		if err != nil {
 			return nil, err
 		}
-		return &deployment{target: targets[u.Name], model: m, price: c.PriceAt(u, model), weight: weight}, nil
+		return &deployment{target: targets[u.Name], model: m, price: c.PriceAt(u, model), weight: weight, label: u.Name + "/" + m.Name}, nil
 	}
 	for _, u := range c.Upstreams {
 		for _, name := range u.Models {

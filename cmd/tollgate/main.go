@@ -231,16 +231,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, `Tollgate demo: gateway on %s, simulated OpenAI upstream on http://%s (no money is spent).
+	fmt.Fprintf(stdout, `Tollgate demo: gateway on %s, simulated OpenAI, Anthropic and Gemini upstreams on http://%s (no money is spent).
 The demo team may spend $0.50 a day; watch it refuse once that is reserved.
 
 TOLLGATE_API_KEY=%s
 
-Try:
-  curl -s %s/v1/chat/completions -H "Authorization: Bearer %s" -H "Content-Type: application/json" -d '{"model":"gpt-4o","messages":[{"role":"user","content":"Hello"}]}'
+Try (any model in either format: gpt-4o, claude-sonnet-4-5, gemini-2.5-flash, or the alias smart):
+  curl -s %s/v1/chat/completions -H "Authorization: Bearer %s" -H "Content-Type: application/json" -d '{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Hello"}]}'
 
-OpenAI SDKs: export OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=%s
-`, base, upLn.Addr(), key, base, key, base, key)
+OpenAI SDKs:    export OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=%s
+Anthropic SDKs: export ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=%s
+`, base, upLn.Addr(), key, base, key, base, key, base, key)
 	return a.Serve(ctx, ln)
 }
 

@@ -109,7 +109,7 @@ func TestDemoCurl(t *testing.T) {
 			PromptTokens int64 `json:"prompt_tokens"`
 		} `json:"usage"`
 	}
-	if err := json.Unmarshal(out, &resp); err != nil || resp.Model != "gpt-4o" || len(resp.Choices) == 0 || resp.Usage.PromptTokens == 0 {
+	if err := json.Unmarshal(out, &resp); err != nil || resp.Model != "claude-sonnet-4-5" || len(resp.Choices) == 0 || resp.Usage.PromptTokens == 0 {
 		t.Fatalf("curl got %s (%v)", out, err)
 	}
 	cancel()

@@ -25,8 +25,18 @@ func TestDemoConfigServesOpenAINamesAtListPrices(t *testing.T) {
 			t.Errorf("%s prices %v, want %v", name, got, want)
 		}
 	}
+	// Claude and Gemini at the catalogue's list prices, behind the same
+	// simulated server; the alias over two providers.
+	for _, name := range []string{"claude-sonnet-4-5", "gemini-2.5-flash"} {
+		if m := c.Models[name]; !strings.HasPrefix(m.Priced, "catalogue") || m.Input.Value <= 0 {
+			t.Errorf("%s: %+v", name, m)
+		}
+	}
+	if a, ok := c.Aliases["smart"]; !ok || len(a.Deployments) != 2 {
+		t.Errorf("the smart alias: %+v", a)
+	}
 	opts := demo.UpstreamOptions(c)
-	if len(opts.Models) != len(c.Upstreams[0].Models) || opts.Encodings["gpt-3.5-turbo"] != "cl100k_base" {
+	if len(opts.Models) != 8 || opts.Encodings["gpt-3.5-turbo"] != "cl100k_base" || opts.Encodings["claude-sonnet-4-5"] != "o200k_base" {
 		t.Fatalf("upstream options %+v", opts)
 	}
 }

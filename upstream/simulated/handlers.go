@@ -224,8 +224,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := req.MaxCompletionTokens
-	if limit == 0 {
-		limit = req.MaxTokens
+	if limit == 0 || s.opts.Dialect != "" {
+		limit = req.MaxTokens // the dialects ignore max_completion_tokens
+	}
+	if s.opts.Dialect == "mistral" && req.StreamOptions.IncludeUsage {
+		writeError(w, http.StatusUnprocessableEntity, "invalid_request", "stream_options: Extra inputs are not permitted")
+		return
 	}
 	prompt, audio := chatPrompt(s.counter(req.Model), req)
 	req.audio = audio
@@ -379,13 +383,25 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 		}) {
 			return // cut: no finish, no usage, no [DONE]
 		}
-		if !send(g.chunk(i, "", c.finish, false)) {
+		last := g.chunk(i, "", c.finish, false)
+		if i == len(g.choices)-1 && s.opts.Fault != DropUsage {
+			switch s.opts.Dialect {
+			case "mistral":
+				last["usage"] = g.usage
+			case "groq":
+				last["x_groq"] = map[string]any{"id": "req_sim", "usage": g.usage}
+			}
+			if s.opts.Dialect != "" {
+				s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
+			}
+		}
+		if !send(last) {
 			return
 		}
 	}
 	usageChunk := map[string]any{"id": id(g.prefix, g.seed), "object": g.chunkObject, "created": g.created,
 		"model": g.req.Model, "choices": []any{}, "usage": g.usage}
-	if g.req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage {
+	if g.req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage && s.opts.Dialect == "" {
 		s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 		if !send(usageChunk) {
 			return

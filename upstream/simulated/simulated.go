@@ -44,6 +44,12 @@ type Options struct {
 	// AWS, if set, are the credentials Bedrock's SigV4 signatures are
 	// checked with (APIKey is then also taken as a Bedrock API key).
 	AWS *AWSCredentials
+	// Dialect makes the chat API answer as an OpenAI-compatible provider
+	// that differs from OpenAI: "mistral" honours max_tokens only, refuses
+	// stream_options and ends every stream with its usage; "groq" honours
+	// max_tokens only and puts a stream's usage in the last chunk's
+	// x_groq.usage, never in a usage chunk. "" is OpenAI.
+	Dialect string
 }
 
 // Fault is a way a stream can go wrong.

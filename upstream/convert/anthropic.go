@@ -71,6 +71,9 @@ func FromAnthropic(body []byte) (*Chat, error) {
 
 func (c *Chat) anthropicMessage(m gjson.Result, param string, names map[string]string) error {
 	role := m.Get("role").String()
+	if role != "user" && role != "assistant" {
+		return errorf(param+".role", "role must be user or assistant, got %q", role)
+	}
 	content := m.Get("content")
 	if content.Type == gjson.String {
 		c.Messages = append(c.Messages, Message{Role: role, Parts: []Part{{Kind: Text, Text: content.String()}}})

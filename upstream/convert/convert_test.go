@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -200,6 +201,30 @@ func TestErrors(t *testing.T) {
 		for _, cw := range []convert.Wire{convert.OpenAI, convert.Anthropic} {
 			out := convert.WriteError(cw, resp.StatusCode, msg)
 			golden(t, fmt.Sprintf("errors/%s.as_%s.golden", base, cw), append([]byte(fmt.Sprintf("%d\n", resp.StatusCode)), indent(t, out)...))
+		}
+	}
+}
+
+// What a client format requires is refused, naming the field, rather than
+// defaulted in the target's body: a translation sends nothing the client
+// did not, so the bound taken over the client's request holds.
+func TestRequestsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		read        func([]byte) (*convert.Chat, error)
+		body, param string
+	}{
+		{convert.FromAnthropic, `{"model":"m","max_tokens":10}`, "messages"},
+		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[]}`, "messages"},
+		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[{}]}`, "messages[0].role"},
+		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
+		{convert.FromOpenAI, `{"model":"m","messages":null}`, "messages"},
+		{convert.FromOpenAI, `{"model":"m","messages":[{"content":"x"}]}`, "messages[0].role"},
+		{convert.FromOpenAI, `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "n"},
+	} {
+		_, err := tc.read([]byte(tc.body))
+		var ce *convert.Error
+		if !errors.As(err, &ce) || ce.Param != tc.param {
+			t.Errorf("%s: %v, want a refusal naming %s", tc.body, err, tc.param)
 		}
 	}
 }

@@ -78,14 +78,7 @@ upstreams:
 	}
 	src += `
 models:
-  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}
-orgs:
-  - id: acme
-    teams:
-      - id: ml
-        limits: [` + monthlyTen + `]
-        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
-`
+  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100}` + acmeML
 	return apptest.Serve(t, src, nil)
 }
 

@@ -106,10 +106,13 @@ func (c *Chat) anthropicMessage(m gjson.Result, param string, names map[string]s
 			case rc.Type == gjson.String:
 				res.Parts = []Part{{Kind: Text, Text: rc.String()}}
 			case rc.IsArray():
-				for _, x := range rc.Array() {
-					if x.Get("type").String() == "text" {
-						res.Parts = append(res.Parts, Part{Kind: Text, Text: x.Get("text").String()})
+				for j, x := range rc.Array() {
+					if typ := x.Get("type").String(); typ != "text" {
+						// The other wires' tool results carry text only:
+						// refused, not dropped.
+						return errorf(fmt.Sprintf("%s.content[%d]", bp, j), "a tool result's %s block cannot be sent to this model (text only)", typ)
 					}
+					res.Parts = append(res.Parts, Part{Kind: Text, Text: x.Get("text").String()})
 				}
 			}
 			results = append(results, Part{Kind: Result, Result: res})

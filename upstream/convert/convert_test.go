@@ -217,6 +217,7 @@ func TestRequestsRefused(t *testing.T) {
 		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[]}`, "messages"},
 		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[{}]}`, "messages[0].role"},
 		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[{"role":"system","content":"x"}]}`, "messages[0].role"},
+		{convert.FromAnthropic, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}]}`, "messages[0].content[0].content[0]"},
 		{convert.FromOpenAI, `{"model":"m","messages":null}`, "messages"},
 		{convert.FromOpenAI, `{"model":"m","messages":[{"content":"x"}]}`, "messages[0].role"},
 		{convert.FromOpenAI, `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "n"},

@@ -119,3 +119,57 @@ func TestParseUSD(t *testing.T) {
 		t.Errorf("the bare integer's error does not say how to fix it: %v", err)
 	}
 }
+
+// In the config too, an amount of dollars is written as money — "$1,200.50",
+// "1200.50 USD", "1200.50" — or as micro-dollars spelled so ("1200 µ$");
+// a bare non-zero integer is refused with the fix, and money is refused
+// where a count is meant.
+func TestConfigAmounts(t *testing.T) {
+	t.Parallel()
+	src := func(amount, price string) []byte {
+		return []byte(`
+upstreams:
+  - {name: u, base_url: "https://x.test/v1", models: [my-model]}
+models:
+  my-model: {input: ` + price + `, output: "$2", max_output_tokens: 100}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: ` + amount + `, period: month}]
+`)
+	}
+	for _, tc := range []struct {
+		amount, price string
+		want          int64
+	}{
+		{`"$1,200.50"`, `"$1"`, 1_200_500_000}, {`"1200.50 USD"`, `"$1"`, 1_200_500_000}, {`1200.50`, `"$1"`, 1_200_500_000},
+		{`"1200 µ$"`, `"1000000 µ$"`, 1200}, {`"$1200"`, `0`, 1_200_000_000},
+	} {
+		c, err := config.Parse(src(tc.amount, tc.price), noEnv)
+		if err != nil {
+			t.Errorf("amount %s, price %s: %v", tc.amount, tc.price, err)
+			continue
+		}
+		if got := c.Orgs[0].Teams[0].Limits[0].Amount.Value; got != tc.want {
+			t.Errorf("amount %s = %d µ$, want %d", tc.amount, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ amount, price, want string }{
+		{`1200`, `"$1"`, `orgs.0.teams.0.limits.0.amount: 1200 is a bare number: write "$1200" for dollars or "1200 µ$" for micro-dollars`},
+		{`"$1200"`, `3`, `models.my-model.input: 3 is a bare number`},
+		{`"1200"`, `"$1"`, `1200 is a bare number`},
+		{`"12 hundred"`, `"$1"`, `"12 hundred" is ambiguous`},
+	} {
+		if _, err := config.Parse(src(tc.amount, tc.price), noEnv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("amount %s, price %s: err = %v, want %q", tc.amount, tc.price, err, tc.want)
+		}
+	}
+	_, err := config.Parse([]byte(`
+upstreams: [{name: u, base_url: "https://x.test/v1", models: [gpt-4o]}]
+orgs: [{id: acme, teams: [{id: ml, limits: [{name: tpm, kind: rate, unit: tokens, amount: "1000 µ$", window: 1m}]}]}]
+`), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "a dollar amount needs unit usd") {
+		t.Errorf("micro-dollars on a token limit: %v", err)
+	}
+}

@@ -161,3 +161,10 @@ func (v *validator) line(path string) int {
 	}
 	return line
 }
+
+// usd adds an error at path if m, an amount of dollars, is a bare number.
+func (v *validator) usd(path string, m Money) {
+	if msg := m.USD(); msg != "" {
+		v.addf(path, "%s", msg)
+	}
+}

@@ -67,13 +67,13 @@ func merge(name string, m Model, e catalog.Entry, found bool, provider string) M
 			{&m.Reasoning, e.Reasoning}, {&m.InputAudio, e.InputAudio}, {&m.OutputAudio, e.OutputAudio},
 		} {
 			if !f.dst.Set {
-				*f.dst = Money{Value: f.v, Set: true}
+				*f.dst = Money{Value: f.v, Micros: true, Set: true}
 			}
 		}
 		if m.Above == nil && e.Above != nil {
 			t := e.Above
-			m.Above = &Tier{Tokens: t.Above, Input: Money{Value: t.Input, Set: true}, CachedInput: Money{Value: t.CachedInput, Set: true},
-				CacheWrite: Money{Value: t.CacheWrite, Set: true}, Output: Money{Value: t.Output, Set: true}}
+			m.Above = &Tier{Tokens: t.Above, Input: Money{Value: t.Input, Micros: true, Set: true}, CachedInput: Money{Value: t.CachedInput, Micros: true, Set: true},
+				CacheWrite: Money{Value: t.CacheWrite, Micros: true, Set: true}, Output: Money{Value: t.Output, Micros: true, Set: true}}
 		}
 		if m.MaxOutputTokens == 0 && e.Mode != "embedding" {
 			m.MaxOutputTokens = e.MaxOutputTokens

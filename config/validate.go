@@ -152,8 +152,12 @@ func (c *Config) validateLimits(v *validator, p string, ls []Limit) {
 		if l.Amount.Value <= 0 {
 			v.addf(lp+".amount", "must be positive")
 		}
-		if (l.Amount.Dollars || l.Burst.Dollars) && l.Unit != "usd" {
+		if (l.Amount.Dollars || l.Burst.Dollars || l.Amount.Micros || l.Burst.Micros) && l.Unit != "usd" {
 			v.addf(lp+".amount", "a dollar amount needs unit usd")
+		}
+		if l.Unit == "usd" {
+			v.usd(lp+".amount", l.Amount)
+			v.usd(lp+".burst", l.Burst)
 		}
 		switch l.Kind {
 		case "rate":
@@ -272,6 +276,7 @@ func (c *Config) validateModels(v *validator) {
 			if f.m.Value < 0 {
 				v.addf(p+"."+f.field, "price must not be negative")
 			}
+			v.usd(p+"."+f.field, f.m)
 		}
 		if t := m.Above; t != nil {
 			if t.Tokens <= 0 {
@@ -279,6 +284,12 @@ func (c *Config) validateModels(v *validator) {
 			}
 			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.Output.Value < 0 {
 				v.addf(p+".above", "price must not be negative")
+			}
+			for _, f := range []struct {
+				field string
+				m     Money
+			}{{"input", t.Input}, {"cached_input", t.CachedInput}, {"cache_write", t.CacheWrite}, {"output", t.Output}} {
+				v.usd(p+".above."+f.field, f.m)
 			}
 		}
 		if m.Embedding {
@@ -380,6 +391,9 @@ func (c *Config) validateUpstreams(v *validator) map[string]string {
 			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.Output.Value < 0 {
 				v.addf(p+".prices."+m, "price must not be negative")
 			}
+			for field, price := range map[string]Money{"input": pr.Input, "cached_input": pr.CachedInput, "cache_write": pr.CacheWrite, "output": pr.Output} {
+				v.usd(p+".prices."+m+"."+field, price)
+			}
 		}
 		if len(u.Models) == 0 {
 			v.addf(p+".models", "lists no model")
@@ -428,6 +442,8 @@ func (c *Config) validatePaidRoutes(v *validator) {
 		if b, err := url.Parse(r.BaseURL); err != nil || (b.Scheme != "http" && b.Scheme != "https") || b.Host == "" {
 			v.addf(p+".base_url", "want an http(s) URL, got %q", r.BaseURL)
 		}
+		v.usd(p+".per_request", r.PerRequest)
+		v.usd(p+".per_unit", r.PerUnit)
 		if r.PerRequest.Value < 0 || r.PerUnit.Value < 0 || r.MaxUnits < 0 {
 			v.addf(p, "prices and max_units must not be negative")
 		}

@@ -44,7 +44,7 @@ orgs:
   - id: acme
     teams:
       - id: ml
-        limits: [{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}]
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + strconv.FormatInt(ceiling, 10) + ` µ$", period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
 	a = apptest.New(t, src, nil)

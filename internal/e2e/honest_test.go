@@ -146,7 +146,7 @@ func (hd *holder) before(r *http.Request) {
 // gets through once it settles), and exhausted (the SDK does not retry).
 func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 	hd := newHolder(t)
-	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: 1500, period: month}`, simulated.Options{Before: hd.before})
+	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: "1500 µ$", period: month}`, simulated.Options{Before: hd.before})
 	rec := &recorder{}
 	c := openai.NewClient(option.WithBaseURL(h.url+"/v1"), option.WithAPIKey(testKey), option.WithMaxRetries(2),
 		option.WithHTTPClient(&http.Client{Transport: rec}))
@@ -309,7 +309,7 @@ func TestHonestRefusalsThroughAnthropicSDK(t *testing.T) {
 // A budget with over_budget: clamp forwards a request too large for it
 // with the largest output cap that fits, and says so.
 func TestClampWritesTheCapThatFits(t *testing.T) {
-	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: 1500, period: month, over_budget: clamp, clamp_min_output_tokens: 100}`,
+	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: "1500 µ$", period: month, over_budget: clamp, clamp_min_output_tokens: 100}`,
 		simulated.Options{ReplyTokens: func(uint64) int64 { return 5000 }}) // always up to the cap
 	resp, eb := h.post("/v1/chat/completions", testKey, `{"model":"test-model","max_tokens":1000,"messages":[{"role":"user","content":"clamp me"}]}`, nil)
 	if resp.StatusCode != 200 {
@@ -393,7 +393,7 @@ func TestAlertFiresAtTheSettlementThatCrossed(t *testing.T) {
 	}))
 	defer hook.Close()
 	h := startWith(t, setup{
-		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 1000, period: month}`,
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "1000 µ$", period: month}`,
 		sim:        simulated.Options{ReplyTokens: func(uint64) int64 { return 300 }}, // 600 µ$ of output
 		topExtra:   "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",
 	})

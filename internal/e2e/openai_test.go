@@ -153,7 +153,7 @@ func apiError(t *testing.T, err error) *openai.Error {
 func TestBudgetExhaustedThroughSDK(t *testing.T) {
 	// Each request reserves (prompt + 2×100 output) µ$; the ceiling affords
 	// one and not two.
-	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: 300, period: month}`, simulated.Options{
+	h := start(t, `{name: usd-month, kind: budget, unit: usd, amount: "300 µ$", period: month}`, simulated.Options{
 		ReplyTokens: func(uint64) int64 { return 1000 }, // always up to the cap: no refund
 	})
 	c := openai.NewClient(option.WithBaseURL(h.url+"/v1"), option.WithAPIKey(testKey)) // default retries

@@ -117,7 +117,7 @@ func TestKeyBudgetAlertsThroughRedis(t *testing.T) {
 	defer hook.Close()
 	h := startWith(t, setup{
 		teamLimits: monthlyTen,
-		keyLimits:  `{name: key-usd-month, kind: budget, unit: usd, amount: 3000, period: month}`,
+		keyLimits:  `{name: key-usd-month, kind: budget, unit: usd, amount: "3000 µ$", period: month}`,
 		sim:        simulated.Options{ReplyTokens: func(uint64) int64 { return 50 }},
 		redisAddr:  srv.Addr, instances: 2, spoolDir: t.TempDir(),
 		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\n",

@@ -100,7 +100,7 @@ func instancesShareOneBudget(t *testing.T, redisExtra string) {
 	srv := redistest.Start(t)
 	const ceiling = 100_000 // µ$: $0.10 at $1/$2 per 1M tokens, a few hundred requests
 	h := startWith(t, setup{
-		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.Itoa(ceiling) + `, period: month}`,
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "` + strconv.Itoa(ceiling) + ` µ$", period: month}`,
 		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(), redisExtra: redisExtra,
 	})
 	key := "tg:{acme}:c:" + teamMonth + ":" + budget.PeriodID(budget.Month, time.Now(), nil)
@@ -267,7 +267,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 func TestRoutesDegradeAsConfigured(t *testing.T) {
 	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	h := startWith(t, setup{
-		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 2000, period: month}`,
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "2000 µ$", period: month}`,
 		redisAddr:  srv.Addr, spoolDir: t.TempDir(),
 		redisExtra: "    instances: 2\n    on_unavailable_routes:\n      /v1/embeddings: fail_open\n      /v1/completions: local_fallback\n",
 	})
@@ -396,7 +396,7 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	}))
 	defer hook.Close()
 	h := startWith(t, setup{
-		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: 8000, period: month}`,
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "8000 µ$", period: month}`,
 		redisAddr:  srv.Addr, instances: 4, spoolDir: t.TempDir(),
 		topExtra: "alerts: {webhooks: [\"" + hook.URL + "\"]}\nadmin_tokens: [{name: cfo, hash: \"" + policy.HashKey(financeToken) + "\", role: finance}]\n",
 	})

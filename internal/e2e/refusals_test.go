@@ -162,7 +162,7 @@ func TestConcurrentRequestsNeverPassTheCeiling(t *testing.T) {
 	}
 	perRequest := probe.reportedCost("test-model")
 	ceiling := 100*perRequest + perRequest - 1
-	limits := `{name: usd-month, kind: budget, unit: usd, amount: ` + strconv.FormatInt(ceiling, 10) + `, period: month}`
+	limits := `{name: usd-month, kind: budget, unit: usd, amount: "` + strconv.FormatInt(ceiling, 10) + ` µ$", period: month}`
 
 	for _, tc := range []struct {
 		desc string

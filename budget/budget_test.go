@@ -145,4 +145,16 @@ func TestMoneyDollars(t *testing.T) {
 			t.Errorf("Money(%d).Dollars() = %q, want %q", int64(m), got, want)
 		}
 	}
+	for m, want := range map[budget.Money]string{
+		0: "$0.00", 1: "$0.00", 4_999: "$0.00", 5_000: "$0.01", 3_810_267: "$3.81", 1_234_567_895_000: "$1,234,567.90", -2_505_000: "-$2.51", -1: "$0.00",
+	} {
+		if got := m.Cents(); got != want {
+			t.Errorf("Money(%d).Cents() = %q, want %q", int64(m), got, want)
+		}
+	}
+	for m, want := range map[budget.Money]string{0: "0.00", 1_200_500_000: "1200.50", 1_200: "0.0012", -2_500_000: "-2.50"} {
+		if got := m.Decimal(); got != want {
+			t.Errorf("Money(%d).Decimal() = %q, want %q", int64(m), got, want)
+		}
+	}
 }

@@ -164,10 +164,10 @@ type Limit struct {
 }
 
 // Format writes v in l's unit for people: dollars for micro-dollars
-// ("$1.50"), else the number and the unit ("300 tokens").
+// ("$1,200.50"), else the number and the unit ("300 tokens").
 func (l *Limit) Format(v int64) string {
 	if l.Unit == Microdollars {
-		return Money(v).String()
+		return Money(v).Dollars()
 	}
 	return strconv.FormatInt(v, 10) + " " + l.Unit.String()
 }

@@ -41,11 +41,36 @@ func (m Money) Dollars() string {
 	for i := len(whole) - 3; i > 0; i -= 3 {
 		whole = whole[:i] + "," + whole[i:]
 	}
+	return sign + "$" + whole + cents(u)
+}
+
+// Cents formats m for people rounded to the cent, half up: "$1,200.50",
+// "$0.00" for 1 µ$. For figures read at a glance (spend); an amount that
+// someone set is shown whole with Dollars.
+func (m Money) Cents() string {
+	sign, u := m.abs()
+	u = (u + 5_000) / 10_000 * 10_000
+	if u == 0 {
+		sign = ""
+	}
+	return sign + Money(u).Dollars()
+}
+
+// Decimal formats m as a plain decimal number of dollars for files and
+// spreadsheets: no sign of the currency, no separators, cents always
+// ("1200.50", "0.0012").
+func (m Money) Decimal() string {
+	sign, u := m.abs()
+	return sign + strconv.FormatUint(u/1_000_000, 10) + cents(u)
+}
+
+// cents is the fraction of u µ$: "." and two digits, more where needed.
+func cents(u uint64) string {
 	frac := strings.TrimRight(fmt.Sprintf("%06d", u%1_000_000), "0")
 	for len(frac) < 2 {
 		frac += "0"
 	}
-	return sign + "$" + whole + "." + frac
+	return "." + frac
 }
 
 // mulDivCeil returns ceil(a*b/d) for non-negative a, b and positive d, computed

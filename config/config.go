@@ -61,6 +61,9 @@ type Config struct {
 	// finance (ceilings and reports for all teams), viewer (reports for
 	// Teams only).
 	AdminTokens []AdminToken `yaml:"admin_tokens"`
+	// AdminNotice is a line shown atop the finance page ("staging", "demo
+	// data before …").
+	AdminNotice string `yaml:"admin_notice"`
 	// Alerts are sent when a budget passes its soft thresholds.
 	Alerts Alerts `yaml:"alerts"`
 	// RouteCosts weigh a route's requests for "requests" limits (default 1

@@ -17,6 +17,11 @@ func AlertID(l budget.Limit, period string, threshold int64) string {
 // instance sees the threshold crossed.
 func AlertClaim(id string) string { return "alert:" + id }
 
+// AlertFired is the counter (budget.Claims.Count, in l's partition, for
+// AlertClaimTTL) of how many times alert id went out this period: more
+// than once only after a reset re-armed it. The finance page reads it.
+func AlertFired(id string) string { return "alert-fired:" + id }
+
 // AlertClaimTTL is how long an alert's claim must stand at now: until
 // budget l's period ends, and a day more for clocks that disagree.
 func AlertClaimTTL(l budget.Limit, now time.Time) time.Duration {

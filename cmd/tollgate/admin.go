@@ -10,10 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/admin"
@@ -50,9 +52,29 @@ func adminDo(method, base, token, path string, body io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	if resp.StatusCode >= 300 {
+		// The API's error in words; its body whole if it has none.
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Code    string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		}
 		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
 	return data, nil
+}
+
+// apiError is an admin API refusal: its status, code and words.
+type apiError struct {
+	Status        int
+	Code, Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code)
 }
 
 // report prints a spend report: tollgate report --month 2026-11 --by team,model --format table|csv|json
@@ -101,19 +123,54 @@ func report(args []string, stdout io.Writer) error {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, strings.ToUpper(strings.Join(rep.By, "\t"))+"\tREQUESTS\tINPUT\tOUTPUT\tUSD\t")
-	for _, r := range rep.Rows {
-		cells := make([]string, 0, len(rep.By))
-		for _, d := range rep.By {
-			cells = append(cells, r.Group[d])
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t\n", strings.Join(cells, "\t"), r.Requests, r.InputTokens, r.OutputTokens, r.USD)
+	header := append(slices.Clone(rep.By), "requests", "input", "cached", "output", "usd")
+	for i := range header {
+		header[i] = strings.ToUpper(header[i])
 	}
-	return w.Flush()
+	rows := [][]string{header}
+	var total budget.Money
+	for _, r := range rep.Rows {
+		row := make([]string, 0, len(header))
+		for _, d := range rep.By {
+			row = append(row, r.Group[d])
+		}
+		rows = append(rows, append(row, strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10),
+			strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.OutputTokens, 10), r.USDMicros.Cents()))
+		total += r.USDMicros
+	}
+	foot := make([]string, len(header))
+	foot[0], foot[len(foot)-1] = "TOTAL", total.Cents()
+	rows = append(rows, foot)
+	return writeTable(stdout, rows, len(rep.By))
 }
 
-const ceilingUsage = `usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339]
+// writeTable writes rows in columns: the first text columns aligned left,
+// the figures after them right, two spaces apart.
+func writeTable(w io.Writer, rows [][]string, text int) error {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, cell := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		line := make([]string, len(r))
+		for i, cell := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i < text {
+				line[i] = cell + pad
+			} else {
+				line[i] = pad + cell
+			}
+		}
+		b.WriteString(strings.TrimRight(strings.Join(line, "  "), " ") + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+const ceilingUsage = `usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339] [--yes]
        tollgate ceiling show --org ORG [--team TEAM]
        tollgate ceiling reset-period --org ORG [--team TEAM] --name BUDGET`
 
@@ -182,8 +239,7 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	if err := adminJSON(http.MethodGet, *base, *token, "/admin/v1/ceilings?"+q.Encode(), nil, &out); err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "BUDGET\tUNIT\tPERIOD\tCONFIGURED\tIN FORCE\tREMAINING\tRESETS\t")
+	rows := [][]string{{"BUDGET", "UNIT", "PERIOD", "RESETS", "CONFIGURED", "IN FORCE", "REMAINING"}}
 	for _, b := range out.Budgets {
 		inForce := human(b.Unit, b.InForce)
 		if b.Overridden {
@@ -192,9 +248,9 @@ func ceilingShow(args []string, stdout io.Writer) error {
 		if b.OverrideUntil != nil {
 			inForce += " until " + b.OverrideUntil.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", b.Name, b.Unit, b.Period, human(b.Unit, b.Configured), inForce, human(b.Unit, b.Remaining), b.ResetsAt.Format(time.RFC3339))
+		rows = append(rows, []string{b.Name, b.Unit, b.Period, b.ResetsAt.Format(time.RFC3339), human(b.Unit, b.Configured), inForce, human(b.Unit, b.Remaining)})
 	}
-	return w.Flush()
+	return writeTable(stdout, rows, 4)
 }
 
 // ceilingResetPeriod starts a budget's current period over at zero spend.
@@ -228,6 +284,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
+	yes := fs.Bool("yes", false, "go ahead with a cut below this period's spend or by more than half")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -239,8 +296,13 @@ func ceilingSet(args []string, stdout io.Writer) error {
 		Remaining int64      `json:"remaining"`
 		Until     *time.Time `json:"until"`
 	}
-	if err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
-		map[string]string{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until}, &out); err != nil {
+	err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
+		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until, "confirm": *yes}, &out)
+	var refused *apiError
+	if errors.As(err, &refused) && refused.Code == "confirmation_required" {
+		return errors.New(strings.Replace(refused.Message, `Send it again with "confirm": true (tollgate ceiling set --yes)`, "Run it again with --yes", 1))
+	}
+	if err != nil {
 		return err
 	}
 	lapses := ""
@@ -356,4 +418,28 @@ func keysRevoke(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s/%s revoked at %s by %s\n", *org, *id, out.RevokedAt.Format(time.RFC3339), out.RevokedBy)
 	return nil
+}
+
+// statement prints a team's monthly statement: CSV (the default), the
+// printable HTML page, or JSON.
+func statement(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("statement", flag.ContinueOnError)
+	base, token := adminFlags(fs)
+	org := fs.String("org", "", "org id")
+	team := fs.String("team", "", "team id")
+	month := fs.String("month", time.Now().UTC().AddDate(0, -1, 0).Format("2006-01"), "YYYY-MM (default: last month)")
+	format := fs.String("format", "csv", "csv, html or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *org == "" || *team == "" {
+		return errors.New("give --org and --team")
+	}
+	q := url.Values{"org": {*org}, "team": {*team}, "month": {*month}, "format": {*format}}
+	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/statements?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(data)
+	return err
 }

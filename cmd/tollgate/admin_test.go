@@ -56,9 +56,11 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	if !strings.Contains(out.String(), "TEAM") || !strings.Contains(out.String(), "ml") || !strings.Contains(out.String(), " m ") {
 		t.Fatalf("table:\n%s", out.String())
 	}
-	// The token columns carry the ledger's figures, not zeros.
+	// The token columns carry the ledger's figures, not zeros; dollars
+	// to the cent; a total.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if f := strings.Fields(lines[len(lines)-1]); len(f) < 6 || f[3] == "0" || f[4] == "0" {
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "ml" || f[3] == "0" || f[5] == "0" || !strings.HasPrefix(f[6], "$0.") ||
+		!strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
 		t.Fatalf("table rows report no tokens:\n%s", out.String())
 	}
 	out.Reset()
@@ -121,5 +123,106 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	if code := run(context.Background(), []string{"keys", "create", "--org", "acme", "--team", "ml", "--id", "x", "--url", url, "--token", "tg-cfo"}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "403") {
 		t.Fatalf("finance making a key: %d %s", code, errOut.String())
+	}
+}
+
+// Every money format the CLI takes, the refusal of a bare number (and of
+// what a shell leaves of an unquoted "$1200"), and the confirmation rule:
+// a cut below the period's spend, or by more than half, needs --yes.
+func TestCeilingMoneyFormatsAndConfirmation(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	src := `
+ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
+admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo") + `", role: finance}]
+upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [m]}]
+models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
+orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
+        keys: [{id: k, hash: "` + policy.HashKey("tg-k") + `"}]}]}]
+`
+	url, _ := apptest.Serve(t, src, nil)
+	cli := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(args, "--url", url, "--token", "tg-cfo"), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	set := func(amount string, more ...string) (int, string, string) {
+		return cli(append([]string{"ceiling", "set", "--org", "acme", "--team", "ml", "--name", "usd-month", "--amount", amount}, more...)...)
+	}
+	inForce := func() string {
+		_, out, _ := cli("ceiling", "show", "--org", "acme", "--team", "ml")
+		return out
+	}
+	for _, amount := range []string{"$1,200.50", "1200.50 USD", "1200.50", "1200500000 µ$", "1,200.50 usd", "$1200.5"} {
+		if code, out, errOut := set(amount); code != 0 || !strings.Contains(out, "→ $1,200.50") {
+			t.Errorf("--amount %q: %d %q %s", amount, code, out, errOut)
+		}
+	}
+	for amount, want := range map[string]string{
+		"1200": `"1200" is ambiguous: write "$1200" (or 1200 USD) for dollars, or "1200 µ$" for micro-dollars`,
+		"200":  `"200" is ambiguous`, // what a shell leaves of an unquoted $1200
+		"$12x": `"$12x"`, "-5 USD": `"-5 USD"`, "": "amount",
+	} {
+		code, _, errOut := set(amount)
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("--amount %q: %d %s (want %q)", amount, code, errOut, want)
+		}
+	}
+	if !strings.Contains(inForce(), "$1,200.50") {
+		t.Fatalf("a refused amount changed the ceiling:\n%s", inForce())
+	}
+	// By more than half: asked; within half: not.
+	code, _, errOut := set("$500")
+	if code != 1 || !strings.Contains(errOut, "This cuts usd-month from $1,200.50 to $500.00, by more than half. Run it again with --yes") {
+		t.Fatalf("a cut by more than half: %d %s", code, errOut)
+	}
+	if !strings.Contains(inForce(), "$1,200.50") {
+		t.Fatal("the unconfirmed cut was made")
+	}
+	if code, out, errOut := set("$700"); code != 0 || !strings.Contains(out, "$1,200.50 → $700.00") {
+		t.Fatalf("a cut within half: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := set("$500", "--yes"); code != 0 || !strings.Contains(out, "$700.00 → $500.00") {
+		t.Fatalf("a confirmed cut: %d %q %s", code, out, errOut)
+	}
+	// Below what the period has spent: asked, even when small.
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer tg-k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", err, resp.StatusCode)
+	}
+	resp.Body.Close()
+	code, _, errOut = set("0.000001")
+	if code != 1 || !strings.Contains(errOut, "already spent or reserved this period: every request is refused until the period ends") {
+		t.Fatalf("a cut below the spend: %d %s", code, errOut)
+	}
+	if code, out, errOut := set("0.000001", "--yes"); code != 0 || !strings.Contains(out, "→ $0.000001") {
+		t.Fatalf("a confirmed freeze: %d %q %s", code, out, errOut)
+	}
+	// Putting the configured amount back is a cut too, and no exception.
+	if code, out, errOut := set("reset"); code != 0 || !strings.Contains(out, "$0.000001 → $10.00") {
+		t.Fatalf("reset: %d %q %s", code, out, errOut)
+	}
+}
+
+// The report table: text to the left, figures to the right, dollars and
+// cents, a total.
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeTable(&b, [][]string{{"TEAM", "MODEL", "REQUESTS", "USD"}, {"ml", "gpt-4o", "12", "$1,200.50"}, {"search-long", "m", "3", "$0.01"}, {"TOTAL", "", "", "$1,200.51"}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := `TEAM         MODEL   REQUESTS        USD
+ml           gpt-4o        12  $1,200.50
+search-long  m              3      $0.01
+TOTAL                          $1,200.51
+`
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -42,12 +42,15 @@ Usage:
   tollgate mock-upstream --listen ADDR  the simulated OpenAI-compatible upstream alone
   tollgate report --month 2026-11 --by team,model --format table|csv|json
                                         a spend report from a gateway's admin API
-  tollgate ceiling set --org O [--team T|--key K] --name BUDGET --amount '$1200'|reset [--for 72h|--until T]
-                                        change a budget at run time (audited)
+  tollgate ceiling set --org O [--team T|--key K] --name BUDGET --amount '$1200'|reset [--for 72h|--until T] [--yes]
+                                        change a budget at run time (audited); a cut below this
+                                        period's spend or by more than half needs --yes
   tollgate ceiling show --org O [--team T|--key K]
                                         a team's budgets: configured, in force, remaining
   tollgate ceiling reset-period --org O --team T --name BUDGET
                                         start the current period over at zero spend (audited)
+  tollgate statement --org O --team T --month 2026-11 [--format csv|html|json]
+                                        a team's monthly statement (csv by default)
   tollgate ledger reseed --config FILE [--dry-run]
                                         rebuild this period's budget counters from the ledger
                                         (after Redis lost its data); never lowers a counter
@@ -82,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = report(args[1:], stdout)
 	case "ceiling":
 		err = ceiling(args[1:], stdout)
+	case "statement":
+		err = statement(args[1:], stdout)
 	case "ledger":
 		err = ledgerCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -195,6 +200,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	latency := fs.Duration("latency", 0, "simulated time to first byte")
 	chunkDelay := fs.Duration("chunk-delay", 20*time.Millisecond, "simulated delay between stream chunks")
 	logFormat := fs.String("log-format", "text", "json or text")
+	dataDir := fs.String("data", "", "keep the demo's ledger, audit trail and keys here (default: a temporary directory, removed at exit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -222,8 +228,30 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	go func() { _ = upSrv.Serve(upLn) }()
 	defer upSrv.Close()
 
+	// The finance page: an admin token, and a ledger with four weeks of
+	// generated spend (marked as such) to look at.
+	dir := *dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "tollgate-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	adminToken := newKey()
+	now := time.Now()
+	demo.Finance(cfg, dir, policy.HashKey(adminToken), fmt.Sprintf("Demo: the spend before %s is generated demo data (%d days, three teams); what you send through the gateway is added to it. Files in %s.",
+		now.UTC().Format("2006-01-02 15:04 MST"), demo.HistoryDays, dir))
+	if _, err := os.Stat(cfg.LedgerPath); os.IsNotExist(err) {
+		if _, err := demo.History(ctx, cfg, now); err != nil {
+			return err
+		}
+	}
 	a, err := app.New(cfg, log)
 	if err != nil {
+		return err
+	}
+	// The budgets start from the ledger: this month's demo spend counts.
+	if _, err := a.Reseed(ctx, false); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -241,7 +269,10 @@ Try (any model in either format: gpt-4o, claude-sonnet-4-5, gemini-2.5-flash, or
 
 OpenAI SDKs:    export OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=%s
 Anthropic SDKs: export ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=%s
-`, base, upLn.Addr(), key, base, key, base, key, base, key)
+
+Finance page (open it in a browser; the link signs you in as the demo's admin):
+  %s/admin/?token=%s
+`, base, upLn.Addr(), key, base, key, base, key, base, key, base, adminToken)
 	return a.Serve(ctx, ln)
 }
 

@@ -42,6 +42,13 @@ type API struct {
 	guard   *authguard.Guard
 	fails   authguard.Policy
 	trusted []netip.Prefix
+	now     func() time.Time
+}
+
+// WithClock makes the API read the time from now (tests).
+func (a *API) WithClock(now func() time.Time) *API {
+	a.now = now
+	return a
 }
 
 // WithGuard locks out addresses that present wrong admin tokens too often
@@ -83,7 +90,7 @@ func (a *API) WithLedger(src ledger.Source) *API {
 
 // New returns the admin API for cfg.
 func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
-	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), trail: audit.NewFile(cfg.AuditPath), log: log, tokens: map[[32]byte]config.AdminToken{}}
+	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), trail: audit.NewFile(cfg.AuditPath), log: log, tokens: map[[32]byte]config.AdminToken{}, now: time.Now}
 	for _, t := range cfg.AdminTokens {
 		raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:")) // validated with the config
 		var h [32]byte
@@ -103,18 +110,24 @@ func OpenAPI() []byte { return openAPI }
 func (a *API) Mount(e *echo.Echo) {
 	e.GET("/admin/v1/openapi.json", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", openAPI) })
 	e.GET("/admin/", a.page, a.authenticate, a.allow("admin", "finance", "viewer"))
+	a.mountForms(e)
 	g := e.Group("/admin/v1", a.authenticate)
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))
 	g.GET("/ceilings", a.ceilings, a.allow("admin", "finance", "viewer"))
 	g.PUT("/ceilings", a.setCeiling, a.allow("admin", "finance"))
 	g.POST("/ceilings/reset", a.resetPeriod, a.allow("admin", "finance"))
+	g.GET("/statements", a.statement, a.allow("admin", "finance", "viewer"))
 	g.GET("/audit", a.audit, a.allow("admin", "finance"))
 	g.POST("/keys", a.createKey, a.allow("admin"))
 	g.GET("/keys", a.listKeys, a.allow("admin"))
 	g.DELETE("/keys/:org/:id", a.revokeKey, a.allow("admin"))
 }
 
-const tokenKey = "tollgate.admin"
+const (
+	tokenKey    = "tollgate.admin"
+	rawTokenKey = "tollgate.admin.raw"    // the page's CSRF token is made from it
+	cookieKey   = "tollgate.admin.cookie" // the token came in the page's cookie
+)
 
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -132,6 +145,7 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 				token = q
 			} else if ck, err := c.Cookie(cookieName); err == nil {
 				token = ck.Value
+				c.Set(cookieKey, true)
 			}
 		}
 		if token == "" {
@@ -154,6 +168,7 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return fail(c, http.StatusUnauthorized, "invalid_admin_token", "Incorrect admin token.")
 		}
 		c.Set(tokenKey, t)
+		c.Set(rawTokenKey, strings.TrimSpace(token))
 		return next(c)
 	}
 }

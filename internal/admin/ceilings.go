@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -26,6 +29,9 @@ type ceilingChange struct {
 	Amount string `json:"amount"`
 	Until  string `json:"until"`
 	For    string `json:"for"`
+	// Confirm goes ahead with a cut below the period's spend or by more
+	// than half, which is otherwise refused with confirmation_required.
+	Confirm bool `json:"confirm"`
 }
 
 // expiry reads a change's until or for: zero for a permanent change.
@@ -43,14 +49,56 @@ func (req ceilingChange) expiry(now time.Time) (time.Time, bool) {
 	return time.Time{}, true
 }
 
-func (a *API) setCeiling(c echo.Context) error {
-	var req ceilingChange
-	if err := c.Bind(&req); err != nil || req.Org == "" || req.Name == "" || req.Amount == "" {
-		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name, amount}.")
+// Refusal is an admin action refused: its status, machine-readable code,
+// words and, for a change that needs confirming, the figures.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+	Detail  map[string]any
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+func refuse(status int, code, msg string) *Refusal {
+	return &Refusal{Status: status, Code: code, Message: msg}
+}
+
+// answer writes err as the JSON API answers: a Refusal as its error body,
+// anything else to Echo (500).
+func answer(c echo.Context, err error) error {
+	var r *Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	body := map[string]any{"message": r.Message, "type": "admin_error", "code": r.Code}
+	for k, v := range r.Detail {
+		body[k] = v
+	}
+	return c.JSON(r.Status, map[string]any{"error": body})
+}
+
+// CeilingResult is a ceiling change as done: the amounts in force before
+// and after, what is left, when a temporary change lapses.
+type CeilingResult struct {
+	Budget    string     `json:"budget"`
+	Unit      string     `json:"unit"`
+	Old       int64      `json:"old"`
+	New       int64      `json:"new"`
+	Remaining int64      `json:"remaining"`
+	Until     *time.Time `json:"until"`
+}
+
+// ChangeCeiling sets (or puts back) a budget's amount for who: validated,
+// confirmed where it must be, applied, audited. The API and the page both
+// call it.
+func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) (CeilingResult, error) {
+	if req.Org == "" || req.Name == "" || req.Amount == "" {
+		return CeilingResult{}, refuse(http.StatusBadRequest, "bad_request", "Send {org, team, name, amount}.")
 	}
 	l, ok := a.findBudget(req.Org, req.Team, req.Key, req.Name)
 	if !ok {
-		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
+		return CeilingResult{}, refuse(http.StatusNotFound, "not_found", "No such budget.")
 	}
 	amount := int64(-1)
 	switch {
@@ -60,77 +108,137 @@ func (a *API) setCeiling(c echo.Context) error {
 		// "1200" meant $1,200 to whoever typed it and 1,200 µ$ here.
 		v, err := config.ParseUSD(req.Amount)
 		if err != nil {
-			return fail(c, http.StatusBadRequest, "bad_amount", "amount: "+err.Error()+`; or "reset".`)
+			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_amount", "amount: "+err.Error()+`; or "reset".`)
 		}
 		amount = v
 	default:
 		v, err := strconv.ParseInt(strings.ReplaceAll(req.Amount, "_", ""), 10, 64)
 		if err != nil || v < 0 {
-			return fail(c, http.StatusBadRequest, "bad_amount", "amount: a "+l.Unit.String()+` budget takes a whole number, or "reset".`)
+			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_amount", "amount: a "+l.Unit.String()+` budget takes a whole number, or "reset".`)
 		}
 		amount = v
 	}
-	until, ok := req.expiry(time.Now())
+	until, ok := req.expiry(a.now())
 	until = until.Truncate(time.Microsecond) // what the stores keep, so every view shows the same instant
 	if !ok {
-		return fail(c, http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future) and for (a duration such as "72h"), and neither with "reset".`)
+		return CeilingResult{}, refuse(http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future) and for (a duration such as "72h"), and neither with "reset".`)
 	}
-	old, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
+	old, err := a.engine.Peek(ctx, []budget.Limit{l})
 	if err != nil {
-		return err
+		return CeilingResult{}, err
 	}
-	if err := a.engine.SetCeiling(c.Request().Context(), l, amount, until); err != nil {
-		return err
+	target := amount
+	if target < 0 {
+		target = l.Amount
 	}
-	now, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
+	if r := needsConfirming(l, old[0], target); r != nil && !req.Confirm {
+		return CeilingResult{}, r
+	}
+	if err := a.engine.SetCeiling(ctx, l, amount, until); err != nil {
+		return CeilingResult{}, err
+	}
+	now, err := a.engine.Peek(ctx, []budget.Limit{l})
 	if err != nil {
-		return err
+		return CeilingResult{}, err
 	}
-	change := auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "set_ceiling", Target: l.Bucket,
-		Old: old[0].Capacity, New: now[0].Capacity}
+	change := auditEntry{Time: a.now().UTC(), Who: who, Action: "set_ceiling", Target: l.Bucket, Old: old[0].Capacity, New: now[0].Capacity}
 	if !until.IsZero() {
 		u := until.UTC()
 		change.Until = &u
 	}
-	if err := a.record(c.Request().Context(), change); err != nil {
+	if err := a.record(ctx, change); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
-		return err
+		return CeilingResult{}, err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "unit": l.Unit.String(), "old": old[0].Capacity, "new": now[0].Capacity,
-		"remaining": now[0].Remaining, "until": change.Until})
+	return CeilingResult{Budget: l.Bucket, Unit: l.Unit.String(), Old: old[0].Capacity, New: now[0].Capacity, Remaining: now[0].Remaining, Until: change.Until}, nil
 }
 
-// resetPeriod answers POST /admin/v1/ceilings/reset {org, team, name}: the
-// budget's current period starts over at zero settled spend (reservations
-// in flight keep their claim). Audited with the spend it had; the ledger
-// and reports keep every settlement.
-func (a *API) resetPeriod(c echo.Context) error {
+// needsConfirming is the refusal of a cut that must be confirmed — below
+// what the period has already spent or reserved (every request would be
+// refused until it ends), or by more than half (a slip of a digit) — or
+// nil. Raises and small cuts go through.
+func needsConfirming(l budget.Limit, s budget.Status, target int64) *Refusal {
+	used := s.Capacity - s.Remaining
+	var why string
+	switch {
+	case target >= s.Capacity:
+		return nil
+	case target < used:
+		why = fmt.Sprintf("below the %s already spent or reserved this period: every request is refused until the period ends", l.Format(used))
+	case target*2 < s.Capacity:
+		why = "by more than half"
+	default:
+		return nil
+	}
+	r := refuse(http.StatusConflict, "confirmation_required",
+		fmt.Sprintf("This cuts %s from %s to %s, %s. Send it again with \"confirm\": true (tollgate ceiling set --yes) to go ahead.", l.Name, l.Format(s.Capacity), l.Format(target), why))
+	r.Detail = map[string]any{"old": s.Capacity, "new": target, "used": used, "unit": l.Unit.String()}
+	return r
+}
+
+func (a *API) setCeiling(c echo.Context) error {
 	var req ceilingChange
-	if err := c.Bind(&req); err != nil || req.Org == "" || req.Name == "" {
-		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name}.")
+	if err := c.Bind(&req); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name, amount}.")
+	}
+	res, err := a.ChangeCeiling(c.Request().Context(), caller(c).Name, req)
+	if err != nil {
+		return answer(c, err)
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// ResetResult is a period started over.
+type ResetResult struct {
+	Budget      string `json:"budget"`
+	Unit        string `json:"unit"`
+	Period      string `json:"period"`
+	SpentBefore int64  `json:"spent_before"`
+	Remaining   int64  `json:"remaining"`
+}
+
+// ResetPeriod starts a budget's current period over at zero settled spend
+// (reservations in flight keep their claim), for who. Audited with the
+// spend it had; the ledger and reports keep every settlement.
+func (a *API) ResetPeriod(ctx context.Context, who string, req ceilingChange) (ResetResult, error) {
+	if req.Org == "" || req.Name == "" {
+		return ResetResult{}, refuse(http.StatusBadRequest, "bad_request", "Send {org, team, name}.")
 	}
 	l, ok := a.findBudget(req.Org, req.Team, req.Key, req.Name)
 	if !ok {
-		return fail(c, http.StatusNotFound, "not_found", "No such budget.")
+		return ResetResult{}, refuse(http.StatusNotFound, "not_found", "No such budget.")
 	}
-	period, was, err := a.engine.ResetSpent(c.Request().Context(), l)
+	period, was, err := a.engine.ResetSpent(ctx, l)
 	if err != nil {
-		return err
+		return ResetResult{}, err
 	}
 	// The period's alerts fire again as spend climbs back.
-	if err := a.engine.Unclaim(c.Request().Context(), l.Partition, policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds)...); err != nil {
-		return err
+	if err := a.engine.Unclaim(ctx, l.Partition, policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds)...); err != nil {
+		return ResetResult{}, err
 	}
-	if err := a.record(c.Request().Context(), auditEntry{Time: time.Now().UTC(), Who: caller(c).Name, Action: "reset_period", Target: l.Bucket + ":" + period,
+	if err := a.record(ctx, auditEntry{Time: a.now().UTC(), Who: who, Action: "reset_period", Target: l.Bucket + ":" + period,
 		Old: was, New: 0}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
-		return err
+		return ResetResult{}, err
 	}
-	st, err := a.engine.Peek(c.Request().Context(), []budget.Limit{l})
+	st, err := a.engine.Peek(ctx, []budget.Limit{l})
 	if err != nil {
-		return err
+		return ResetResult{}, err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"budget": l.Bucket, "unit": l.Unit.String(), "period": period, "spent_before": was, "remaining": st[0].Remaining})
+	return ResetResult{Budget: l.Bucket, Unit: l.Unit.String(), Period: period, SpentBefore: was, Remaining: st[0].Remaining}, nil
+}
+
+// resetPeriod answers POST /admin/v1/ceilings/reset {org, team, name}.
+func (a *API) resetPeriod(c echo.Context) error {
+	var req ceilingChange
+	if err := c.Bind(&req); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, name}.")
+	}
+	res, err := a.ResetPeriod(c.Request().Context(), caller(c).Name, req)
+	if err != nil {
+		return answer(c, err)
+	}
+	return c.JSON(http.StatusOK, res)
 }
 
 // findBudget locates a configured budget limit of an org, a team or a key.
@@ -199,17 +307,30 @@ func (a *API) ceilings(c echo.Context) error {
 	if !ok || !sees(caller(c), org, team) {
 		return fail(c, http.StatusNotFound, "not_found", "No such org, team or key.")
 	}
-	statuses, err := a.engine.Peek(c.Request().Context(), limits)
+	out, err := a.ceilingViews(c.Request().Context(), limits)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	view := map[string]any{"org": org, "team": team, "budgets": out}
+	if key != "" {
+		view["key"] = key
+	}
+	return c.JSON(http.StatusOK, view)
+}
+
+// ceilingViews are limits as GET /admin/v1/ceilings shows them.
+func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]CeilingView, error) {
+	statuses, err := a.engine.Peek(ctx, limits)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
 	out := make([]CeilingView, len(limits))
 	for i, l := range limits {
 		s := statuses[i]
-		_, until, overridden, err := a.engine.Override(c.Request().Context(), l)
+		_, until, overridden, err := a.engine.Override(ctx, l)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out[i] = CeilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
 			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
@@ -219,9 +340,5 @@ func (a *API) ceilings(c echo.Context) error {
 			out[i].OverrideUntil = &u
 		}
 	}
-	view := map[string]any{"org": org, "team": team, "budgets": out}
-	if key != "" {
-		view["key"] = key
-	}
-	return c.JSON(http.StatusOK, view)
+	return out, nil
 }

@@ -32,35 +32,48 @@ type keyRequest struct {
 	Plan   string   `json:"plan"`
 }
 
-// createKey answers POST /admin/v1/keys {org, team, id, models?, plan?}
-// with the plain key, shown this once. Audited (never the key).
-func (a *API) createKey(c echo.Context) error {
-	var req keyRequest
-	if err := c.Bind(&req); err != nil || req.Org == "" || req.Team == "" || req.ID == "" {
-		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, id} and optionally models and plan.")
+// NewKey makes a key for who; plain is the key, shown this once. Audited
+// (never the key).
+func (a *API) NewKey(ctx context.Context, who string, req keyRequest) (plain string, k policy.RuntimeKey, err error) {
+	if req.Org == "" || req.Team == "" || req.ID == "" {
+		return "", k, refuse(http.StatusBadRequest, "bad_request", "Send {org, team, id} and optionally models and plan.")
 	}
 	if a.keys == nil {
-		return fail(c, http.StatusConflict, "keys_not_configured", "This gateway keeps no run-time keys: set keys_path (embedded store) or use the Redis store.")
+		return "", k, refuse(http.StatusConflict, "keys_not_configured", "This gateway keeps no run-time keys: set keys_path (embedded store) or use the Redis store.")
 	}
-	plain, k, err := a.keys.CreateKey(c.Request().Context(), policy.RuntimeKey{Org: req.Org, Team: req.Team, ID: req.ID,
-		Models: req.Models, Plan: req.Plan, CreatedBy: caller(c).Name})
+	plain, k, err = a.keys.CreateKey(ctx, policy.RuntimeKey{Org: req.Org, Team: req.Team, ID: req.ID,
+		Models: req.Models, Plan: req.Plan, CreatedBy: who})
 	switch {
 	case errors.Is(err, policy.ErrNoTeam):
-		return fail(c, http.StatusNotFound, "not_found", "No such org or team.")
+		return "", k, refuse(http.StatusNotFound, "not_found", "No such org or team.")
 	case errors.Is(err, policy.ErrKeyExists):
-		return fail(c, http.StatusConflict, "key_exists", "The org already has a key with this id.")
+		return "", k, refuse(http.StatusConflict, "key_exists", "The org already has a key with this id.")
 	case errors.Is(err, policy.ErrBadKey):
-		return fail(c, http.StatusBadRequest, "bad_key", err.Error())
+		return "", k, refuse(http.StatusBadRequest, "bad_key", err.Error())
 	case err != nil:
-		return err
+		return "", k, err
 	}
 	view := map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "models": k.Models, "plan": k.Plan}
-	if err := a.record(c.Request().Context(), auditEntry{Time: k.CreatedAt, Who: caller(c).Name, Action: "create_key", Target: k.Org + "/" + k.ID, New: view}); err != nil {
+	if err := a.record(ctx, auditEntry{Time: k.CreatedAt, Who: who, Action: "create_key", Target: k.Org + "/" + k.ID, New: view}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
-		return err
+		return "", k, err
 	}
-	view["key"], view["created_at"], view["created_by"] = plain, k.CreatedAt, k.CreatedBy
-	return c.JSON(http.StatusCreated, view)
+	return plain, k, nil
+}
+
+// createKey answers POST /admin/v1/keys {org, team, id, models?, plan?}
+// with the plain key, shown this once.
+func (a *API) createKey(c echo.Context) error {
+	var req keyRequest
+	if err := c.Bind(&req); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_request", "Send {org, team, id} and optionally models and plan.")
+	}
+	plain, k, err := a.NewKey(c.Request().Context(), caller(c).Name, req)
+	if err != nil {
+		return answer(c, err)
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "models": k.Models, "plan": k.Plan,
+		"key": plain, "created_at": k.CreatedAt, "created_by": k.CreatedBy})
 }
 
 // listKeys answers GET /admin/v1/keys[?org=O[&team=T]]: config keys and
@@ -72,28 +85,36 @@ func (a *API) listKeys(c echo.Context) error {
 	return c.JSON(http.StatusOK, a.keys.ListKeys(c.QueryParam("org"), c.QueryParam("team")))
 }
 
-// revokeKey answers DELETE /admin/v1/keys/{org}/{id}. Revoking again
-// answers the first revocation. Audited.
-func (a *API) revokeKey(c echo.Context) error {
+// DropKey revokes a run-time key for who. Revoking again answers the
+// first revocation. Audited.
+func (a *API) DropKey(ctx context.Context, who, org, id string) (policy.RuntimeKey, error) {
 	if a.keys == nil {
-		return fail(c, http.StatusNotFound, "not_found", "No such key.")
+		return policy.RuntimeKey{}, refuse(http.StatusNotFound, "not_found", "No such key.")
 	}
-	org, id := c.Param("org"), c.Param("id")
-	k, now, err := a.keys.RevokeKey(c.Request().Context(), org, id, caller(c).Name)
+	k, now, err := a.keys.RevokeKey(ctx, org, id, who)
 	switch {
 	case errors.Is(err, policy.ErrNoKey):
-		return fail(c, http.StatusNotFound, "not_found", "No such key.")
+		return k, refuse(http.StatusNotFound, "not_found", "No such key.")
 	case errors.Is(err, policy.ErrConfigKey):
-		return fail(c, http.StatusConflict, "key_in_config", "The key is in the config file: remove it there and reload.")
+		return k, refuse(http.StatusConflict, "key_in_config", "The key is in the config file: remove it there and reload.")
 	case err != nil:
-		return err
+		return k, err
 	}
 	if now {
-		if err := a.record(c.Request().Context(), auditEntry{Time: *k.RevokedAt, Who: caller(c).Name, Action: "revoke_key", Target: org + "/" + id,
+		if err := a.record(ctx, auditEntry{Time: *k.RevokedAt, Who: who, Action: "revoke_key", Target: org + "/" + id,
 			Old: "active", New: "revoked"}); err != nil {
 			a.log.Error("writing the audit trail", "err", err)
-			return err
+			return k, err
 		}
+	}
+	return k, nil
+}
+
+// revokeKey answers DELETE /admin/v1/keys/{org}/{id}.
+func (a *API) revokeKey(c echo.Context) error {
+	k, err := a.DropKey(c.Request().Context(), caller(c).Name, c.Param("org"), c.Param("id"))
+	if err != nil {
+		return answer(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "revoked_at": k.RevokedAt, "revoked_by": k.RevokedBy})
 }

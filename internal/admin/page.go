@@ -2,9 +2,14 @@ package admin
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,75 +17,112 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/policy"
 )
+
+// The finance page at /admin/: server-rendered HTML with inline SVG, no
+// script, no CDN. It reads a month (the picker moves it), draws daily spend
+// per team and per model, forecasts the month's end, shows the ceiling that
+// was in force in past months (from the audit trail), the alerts of the
+// period, and a team's budgets and keys; admins and finance change them
+// through forms (CSRF-protected, confirmed where the API asks, audited as
+// the API's changes are). Viewers read their own teams only.
 
 // cookieName carries an admin token for the web page (set from ?token=,
 // HttpOnly, same site).
 const cookieName = "tollgate_admin"
 
-// teamBar is one team's month on the page.
-type teamBar struct {
-	Org, Team     string
-	Spent         budget.Money
-	Ceiling       budget.Money // 0: no dollar budget
-	Percent       float64
-	Width, Length int
+//go:embed page.html
+var pageHTML string
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	// usd: an amount someone set, whole; cents: spend, to the cent.
+	"usd":    func(v any) string { m, _ := amountOf(v); return budget.Money(m).Dollars() },
+	"cents":  func(v any) string { m, _ := amountOf(v); return budget.Money(m).Cents() },
+	"micros": func(m budget.Money) int64 { return int64(m) },
+	"pct": func(a, b int64) string {
+		if b <= 0 {
+			return ""
+		}
+		return strconv.FormatFloat(100*float64(a)/float64(b), 'f', 1, 64) + "%"
+	},
+	"width": func(a, b int64) int {
+		if b <= 0 {
+			return 0
+		}
+		return int(min(300, 300*a/b))
+	},
+	"date": func(t time.Time) string { return t.Format("2006-01-02 15:04 MST") },
+	"divf": func(a, b int64) float64 { return float64(a) / float64(b) },
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	},
+}).Parse(pageHTML))
+
+// teamRow is one team's month on the page.
+type teamRow struct {
+	Org, Team string
+	Spent     int64
+	// Ceiling is the team's monthly dollar budget as in force at the
+	// month's end (now, for this month); 0: none. FromAudit: it differs
+	// from today's.
+	Ceiling   int64
+	FromAudit bool
+	Forecast  *Forecast
+}
+
+// budgetRow is one budget on the team view, with its forms.
+type budgetRow struct {
+	Org, Team string
+	CeilingView
+	Spent  int64 // settled and reserved in the period
+	Alerts []alertRow
+	// The amounts in the budget's unit, for people.
+	USD                      bool
+	HConfigured, HIn, HSpent string
+}
+
+// historyRow is a change of one of the team's budgets, in its unit.
+type historyRow struct {
+	auditEntry
+	HOld, HNew string
+}
+
+type alertRow struct {
+	Threshold int64
+	Fired     int64
 }
 
 type pageData struct {
-	Month    string
-	Team     string // drill-down: org/team
-	Teams    []teamBar
-	Days     []Row
-	DayBars  []dayBar
-	Models   []Row
-	Keys     []Row
-	Total    budget.Money
-	CSV      string
-	Viewer   string
-	Generate time.Time
+	Month, Prev, Next string
+	Current           bool // the month is the present one
+	Team              string
+	Teams             []teamRow
+	Total             int64
+	TeamChart         template.HTML
+	ModelChart        template.HTML
+	Cumulative        template.HTML
+	Models, Keys      []Row
+	Budgets           []budgetRow
+	OrgBudgets        []budgetRow
+	History           []historyRow
+	KeyList           []policy.KeyView
+	Forecast          *Forecast
+	CSV, Statement    string
+	Viewer, Role      string
+	CanEdit, CanKeys  bool
+	CSRF              string
+	Notice            string
+	Changed           bool
+	Generated         time.Time
 }
 
-type dayBar struct {
-	X, Y, H int
-	Day     string
-	USD     string
-}
-
-var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"usd":    func(m budget.Money) string { return strings.TrimPrefix(m.String(), "$") },
-	"micros": func(m budget.Money) int64 { return int64(m) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Tollgate — spend {{.Month}}</title>
-<style>
-body{font:14px system-ui,sans-serif;margin:2rem;color:#222}h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
-table{border-collapse:collapse}td,th{padding:.25rem .75rem;text-align:right}td:first-child,th:first-child{text-align:left}
-.bar{fill:#4a7bd0}.over{fill:#d04a4a}.muted{color:#777}a{color:#2a5db0}
-</style></head><body>
-<h1>Spend in {{.Month}}{{if .Team}} — {{.Team}}{{end}}</h1>
-<p class="muted">Total <strong id="total" data-usd-micros="{{micros .Total}}">${{usd .Total}}</strong> · <a id="csv" href="{{.CSV}}">download CSV</a>{{if .Team}} · <a href="?month={{.Month}}">all teams</a>{{end}}</p>
-<h2>Teams: spend against their monthly ceiling</h2>
-<table id="teams"><tr><th>team</th><th>spent</th><th>ceiling</th><th>used</th><th></th></tr>
-{{range .Teams}}<tr class="team" data-team="{{.Org}}/{{.Team}}" data-usd-micros="{{micros .Spent}}">
-<td><a href="?month={{$.Month}}&amp;team={{.Org}}/{{.Team}}">{{.Org}}/{{.Team}}</a></td><td>${{usd .Spent}}</td>
-<td>{{if .Ceiling}}${{usd .Ceiling}}{{else}}—{{end}}</td><td>{{if .Ceiling}}{{printf "%.1f" .Percent}}%{{end}}</td>
-<td><svg width="300" height="14"><rect width="300" height="14" fill="#eee"/><rect class="{{if ge .Percent 100.0}}over{{else}}bar{{end}}" width="{{.Length}}" height="14"/></svg></td></tr>
-{{end}}</table>
-<h2>Daily spend</h2>
-<svg id="days" width="760" height="160" role="img" aria-label="daily spend">
-{{range .DayBars}}<rect class="bar" x="{{.X}}" y="{{.Y}}" width="20" height="{{.H}}"><title>{{.Day}}: ${{.USD}}</title></rect>{{end}}
-<line x1="0" y1="150" x2="760" y2="150" stroke="#999"/></svg>
-<h2>Top models</h2><table id="models"><tr><th>model</th><th>requests</th><th>spent</th></tr>
-{{range .Models}}<tr data-model="{{index .Group "model"}}" data-usd-micros="{{micros .USDMicros}}"><td>{{index .Group "model"}}</td><td>{{.Requests}}</td><td>${{.USD}}</td></tr>{{end}}</table>
-<h2>Top keys</h2><table id="keys"><tr><th>key</th><th>team</th><th>requests</th><th>spent</th></tr>
-{{range .Keys}}<tr><td>{{index .Group "key"}}</td><td>{{index .Group "team"}}</td><td>{{.Requests}}</td><td>${{.USD}}</td></tr>{{end}}</table>
-<p class="muted">Signed in as {{.Viewer}} · generated {{.Generate.Format "2006-01-02 15:04:05 MST"}} · figures from the ledger</p>
-</body></html>`))
-
-// page serves the finance page at /admin/: this month's spend against each
-// team's ceiling, the daily trend, top models and keys, a drill-down into
-// one team and a CSV download. Server-rendered HTML with inline SVG: no
-// script, no CDN, works offline.
+// page answers GET /admin/: the month's overview, or with team=org/team
+// that team's view.
 func (a *API) page(c echo.Context) error {
 	if tok := c.QueryParam("token"); tok != "" {
 		// Trade the token in the address for a cookie, and drop it from
@@ -91,98 +133,320 @@ func (a *API) page(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, c.Request().URL.Path+"?"+q.Encode())
 	}
 	t := caller(c)
+	ctx := c.Request().Context()
 	loc, _ := time.LoadLocation(a.cfg.TimeZone) // validated with the config
+	now := a.now().In(loc)
+	thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	start, err := time.Parse("2006-01", c.QueryParam("month"))
+	if err != nil {
+		start = thisMonth
+	}
+	month := start.Format("2006-01")
+	d := pageData{Month: month, Prev: start.AddDate(0, -1, 0).Format("2006-01"), Next: start.AddDate(0, 1, 0).Format("2006-01"),
+		Current: start.Equal(thisMonth), Team: c.QueryParam("team"), Viewer: t.Name, Role: t.Role, Generated: now,
+		CanEdit: t.Role == "admin" || t.Role == "finance", CanKeys: t.Role == "admin" && a.keys != nil,
+		CSRF: csrfOf(c), Notice: a.cfg.AdminNotice, Changed: c.QueryParam("changed") != "",
+		CSV: "/admin/v1/reports?month=" + month + "&by=team,model&format=csv"}
+	if d.Team != "" {
+		org, team, _ := strings.Cut(d.Team, "/")
+		if _, ok := policy.ScopeLimits(a.cfg, org, team); !ok || team == "" || !sees(t, org, team) {
+			return fail(c, http.StatusNotFound, "not_found", "No such team.")
+		}
+		d.CSV += "&team=" + d.Team
+		d.Statement = "/admin/v1/statements?org=" + org + "&team=" + team + "&month=" + month
+	}
+	if err := a.fillPage(ctx, t, &d, start, now); err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, "page", d)
+}
+
+// fillPage reads the month's figures into d.
+func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, start, now time.Time) error {
 	calendar, err := a.calendar("")
 	if err != nil {
 		return err
 	}
-	month := c.QueryParam("month")
-	start, err := time.Parse("2006-01", month)
-	if err != nil {
-		now := time.Now().In(loc)
-		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-		month = start.Format("2006-01")
-	}
 	end := start.AddDate(0, 1, 0)
-	only := c.QueryParam("team")
-	if only != "" {
-		org, team, _ := strings.Cut(only, "/")
-		if !sees(t, org, team) {
-			return fail(c, http.StatusNotFound, "not_found", "No such team.")
-		}
-	}
-	filter := teamsFor(t, only)
-	byTeam, err := Report(c.Request().Context(), a.ledger, start, end, []string{"org", "team"}, calendar, filter)
+	filter := teamsFor(t, d.Team)
+	report := func(by ...string) ([]Row, error) { return Report(ctx, a.ledger, start, end, by, calendar, filter) }
+	byTeam, err := report("org", "team")
 	if err != nil {
 		return err
 	}
-	days, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"day"}, calendar, filter)
-	models, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"model"}, calendar, filter)
-	keys, _ := Report(c.Request().Context(), a.ledger, start, end, []string{"team", "key"}, calendar, filter)
+	teamDays, _ := report("org", "team", "day")
+	modelDays, _ := report("model", "day")
+	d.Models, _ = report("model")
+	d.Keys, _ = report("team", "key")
 	byUSD := func(x, y Row) int { return int(y.USDMicros - x.USDMicros) }
-	slices.SortFunc(models, byUSD)
-	slices.SortFunc(keys, byUSD)
-	models, keys = models[:min(len(models), 10)], keys[:min(len(keys), 10)]
+	slices.SortFunc(d.Models, byUSD)
+	slices.SortFunc(d.Keys, byUSD)
+	d.Models, d.Keys = d.Models[:min(len(d.Models), 10)], d.Keys[:min(len(d.Keys), 10)]
 
-	d := pageData{Month: month, Team: only, Days: days, Models: models, Keys: keys, Viewer: t.Name, Generate: time.Now().In(loc),
-		CSV: "/admin/v1/reports?" + "month=" + month + "&by=team,model&format=csv"}
-	if only != "" {
-		d.CSV += "&team=" + only
+	// The trail gives past months their ceilings; only admins and
+	// finance see its entries.
+	trail, err := a.trail.List(ctx)
+	if err != nil {
+		return err
 	}
-	d.Teams, d.Total = a.teamBars(c.Request().Context(), t, only, byTeam)
-	d.DayBars = dayBars(days, loc)
-	c.Response().Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
-	c.Response().Header().Set("Content-Type", "text/html; charset=utf-8")
-	c.Response().WriteHeader(http.StatusOK)
-	return pageTmpl.Execute(c.Response(), d)
+	monthEnd := time.Date(end.Year(), end.Month(), 1, 0, 0, 0, 0, now.Location())
+	asOf := monthEnd
+	if d.Current {
+		asOf = now
+	}
+	d.Teams, d.Total = a.teamRows(ctx, t, d.Team, byTeam, trail, asOf, d.Current)
+	days := daysOf(start)
+	d.TeamChart = stacked("by-team", "Daily spend by team", days, teamDays, func(r Row) string { return r.Group["org"] + "/" + r.Group["team"] })
+	d.ModelChart = stacked("by-model", "Daily spend by model", days, modelDays, func(r Row) string { return r.Group["model"] })
+	if d.Team == "" {
+		if d.CanEdit {
+			for _, o := range a.cfg.Orgs {
+				rows, err := a.budgetRows(ctx, o.ID, "")
+				if err != nil {
+					return err
+				}
+				d.OrgBudgets = append(d.OrgBudgets, rows...)
+			}
+		}
+		return nil
+	}
+	org, team, _ := strings.Cut(d.Team, "/")
+	if d.Budgets, err = a.budgetRows(ctx, org, team); err != nil {
+		return err
+	}
+	if len(d.Teams) == 1 {
+		d.Forecast = d.Teams[0].Forecast
+		d.Cumulative = cumulative(days, modelDays, d.Teams[0].Ceiling, d.Forecast, start)
+	}
+	if d.CanEdit {
+		d.History = history(trail, org, team, a.teamLimits(org, team))
+	}
+	if a.keys != nil {
+		d.KeyList = a.keys.ListKeys(org, team)
+	}
+	return nil
 }
 
-// teamBars are the month's spend of every team t may see (only one, when
-// only names it) against its monthly dollar ceiling, and their total.
-func (a *API) teamBars(ctx context.Context, t config.AdminToken, only string, byTeam []Row) ([]teamBar, budget.Money) {
-	spent := map[string]budget.Money{}
-	var total budget.Money
+// teamRows are the month's spend of every team t may see (only one, when
+// only names it) against the monthly dollar ceiling in force at asOf, and
+// their total; this month's with a forecast.
+func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, byTeam []Row, trail []auditEntry, asOf time.Time, current bool) ([]teamRow, int64) {
+	spent := map[string]int64{}
+	var total int64
 	for _, r := range byTeam {
-		spent[r.Group["org"]+"/"+r.Group["team"]] = r.USDMicros
-		total += r.USDMicros
+		spent[r.Group["org"]+"/"+r.Group["team"]] = int64(r.USDMicros)
+		total += int64(r.USDMicros)
 	}
-	var bars []teamBar
+	var rows []teamRow
 	for _, o := range a.cfg.Orgs {
 		for _, tm := range o.Teams {
 			id := o.ID + "/" + tm.ID
 			if !sees(t, o.ID, tm.ID) || (only != "" && id != only) {
 				continue
 			}
-			bar := teamBar{Org: o.ID, Team: tm.ID, Spent: spent[id]}
+			row := teamRow{Org: o.ID, Team: tm.ID, Spent: spent[id]}
 			limits, _, _ := a.budgets(o.ID, tm.ID, "")
 			for _, b := range limits {
-				if b.Unit == budget.Microdollars && b.Period == budget.Month {
-					if st, err := a.engine.Peek(ctx, []budget.Limit{b}); err == nil {
-						bar.Ceiling = budget.Money(st[0].Capacity)
-					}
+				if b.Unit != budget.Microdollars || b.Period != budget.Month {
+					continue
+				}
+				live := b.Amount
+				if st, err := a.engine.Peek(ctx, []budget.Limit{b}); err == nil {
+					live = st[0].Capacity
+				}
+				row.Ceiling = live
+				if !current {
+					row.Ceiling = ceilingAt(trail, b.Bucket, b.Amount, asOf)
+					row.FromAudit = row.Ceiling != live
+				} else {
+					ms := time.Date(asOf.In(b.Location).Year(), asOf.In(b.Location).Month(), 1, 0, 0, 0, 0, b.Location)
+					f := forecast(row.Spent, row.Ceiling, ms, ms.AddDate(0, 1, 0), asOf)
+					row.Forecast = &f
 				}
 			}
-			if bar.Ceiling > 0 {
-				bar.Percent = 100 * float64(bar.Spent) / float64(bar.Ceiling)
-				bar.Length = int(min(bar.Percent, 100) * 3)
+			if current && row.Forecast == nil {
+				loc, _ := policy.OrgLocation(a.cfg, o)
+				ms := time.Date(asOf.In(loc).Year(), asOf.In(loc).Month(), 1, 0, 0, 0, 0, loc)
+				f := forecast(row.Spent, 0, ms, ms.AddDate(0, 1, 0), asOf)
+				row.Forecast = &f
 			}
-			bars = append(bars, bar)
+			rows = append(rows, row)
 		}
 	}
-	return bars, total
+	return rows, total
 }
 
-// dayBars are the daily chart's bars, scaled to the busiest day.
-func dayBars(days []Row, loc *time.Location) []dayBar {
-	var peak budget.Money = 1
-	for _, r := range days {
-		peak = max(peak, r.USDMicros)
+// budgetRows are the dollar and token budgets of an org (team "") or a
+// team with what they have used and the alerts of their period.
+func (a *API) budgetRows(ctx context.Context, org, team string) ([]budgetRow, error) {
+	limits, _, _ := a.budgets(org, team, "")
+	views, err := a.ceilingViews(ctx, limits)
+	if err != nil {
+		return nil, err
 	}
-	var bars []dayBar
-	for _, r := range days {
-		day, _ := time.ParseInLocation("2006-01-02", r.Group["day"], loc)
-		h := int(140 * float64(r.USDMicros) / float64(peak))
-		bars = append(bars, dayBar{X: (day.Day() - 1) * 24, Y: 150 - h, H: h, Day: r.Group["day"], USD: r.USD})
+	statuses, err := a.engine.Peek(ctx, limits)
+	if err != nil {
+		return nil, err
 	}
-	return bars
+	rows := make([]budgetRow, len(limits))
+	for i, l := range limits {
+		used := statuses[i].Capacity - statuses[i].Remaining
+		rows[i] = budgetRow{Org: org, Team: team, CeilingView: views[i], Spent: used, USD: l.Unit == budget.Microdollars,
+			HConfigured: l.Format(l.Amount), HIn: l.Format(views[i].InForce), HSpent: l.Format(used)}
+		period := budget.PeriodID(l.Period, a.now(), l.Location)
+		for _, th := range a.cfg.Alerts.Thresholds {
+			n, _, err := a.engine.Count(ctx, l.Partition, policy.AlertFired(policy.AlertID(l, period, th)), 0, policy.AlertClaimTTL(l, a.now()))
+			if err != nil {
+				return nil, err
+			}
+			rows[i].Alerts = append(rows[i].Alerts, alertRow{Threshold: th, Fired: n})
+		}
+	}
+	return rows, nil
+}
+
+// daysOf are the dates of the month starting at start.
+func daysOf(start time.Time) []string {
+	var days []string
+	for d := start; d.Before(start.AddDate(0, 1, 0)); d = d.AddDate(0, 0, 1) {
+		days = append(days, d.Format("2006-01-02"))
+	}
+	return days
+}
+
+// stacked draws rows (grouped by name and day) as daily bars stacked by
+// name: the seven largest and "other".
+func stacked(id, title string, days []string, rows []Row, name func(Row) string) template.HTML {
+	totals := map[string]int64{}
+	for _, r := range rows {
+		totals[name(r)] += int64(r.USDMicros)
+	}
+	names := make([]string, 0, len(totals))
+	for n := range totals {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(x, y string) int {
+		if totals[x] != totals[y] {
+			return int(totals[y] - totals[x])
+		}
+		return strings.Compare(x, y)
+	})
+	keep := min(len(names), len(palette)-1)
+	index := map[string]int{}
+	c := chart{ID: id, Title: title, Labels: make([]string, len(days)), Tips: days}
+	for i, n := range names[:keep] {
+		index[n] = i
+		c.Bars = append(c.Bars, series{Name: n, Color: palette[i], Values: make([]int64, len(days))})
+	}
+	if len(names) > keep {
+		index["\x00other"] = keep
+		c.Bars = append(c.Bars, series{Name: "other", Color: palette[len(palette)-1], Values: make([]int64, len(days))})
+	}
+	day := map[string]int{}
+	for i, d := range days {
+		day[d] = i
+		c.Labels[i] = strings.TrimLeft(d[8:], "0")
+	}
+	for _, r := range rows {
+		i, ok := index[name(r)]
+		if !ok {
+			i = index["\x00other"]
+		}
+		if j, ok := day[r.Group["day"]]; ok {
+			c.Bars[i].Values[j] += int64(r.USDMicros)
+		}
+	}
+	return c.SVG()
+}
+
+// cumulative draws a team's spend summed day by day, its ceiling, and the
+// forecast's line to the month's end.
+func cumulative(days []string, rows []Row, ceiling int64, f *Forecast, start time.Time) template.HTML {
+	c := chart{ID: "cumulative", Title: "Spend so far against the ceiling", Labels: make([]string, len(days)), Tips: days}
+	daily := make([]int64, len(days))
+	for _, r := range rows {
+		if i := slices.Index(days, r.Group["day"]); i >= 0 {
+			daily[i] += int64(r.USDMicros)
+		}
+	}
+	sum := series{Name: "spent", Color: palette[0], Values: make([]int64, len(days))}
+	var run int64
+	for i := range days {
+		c.Labels[i] = strings.TrimLeft(days[i][8:], "0")
+		run += daily[i]
+		sum.Values[i] = run
+	}
+	if f != nil {
+		sum.Len = min(len(days), int(f.Now.Sub(start).Hours()/24)+1)
+		proj := series{Name: "forecast at this rate", Color: palette[1], Dashed: true, Values: make([]int64, len(days))}
+		for i := range days {
+			proj.Values[i] = mulDiv(f.Spent, int64(i+1)*86400, max(1, f.Elapsed), false)
+		}
+		c.Lines = append(c.Lines, proj)
+	}
+	c.Lines = append([]series{sum}, c.Lines...)
+	if ceiling > 0 {
+		line := series{Name: "ceiling " + budget.Money(ceiling).Dollars(), Color: "#d04a4a", Values: make([]int64, len(days))}
+		for i := range days {
+			line.Values[i] = ceiling
+		}
+		c.Lines = append(c.Lines, line)
+	}
+	return c.SVG()
+}
+
+// csrfOf is the form token of the caller's admin token: an HMAC of it, so
+// every instance computes the same one and a page of another site, which
+// cannot read the page, cannot forge it.
+func csrfOf(c echo.Context) string {
+	raw, _ := c.Get(rawTokenKey).(string)
+	m := hmac.New(sha256.New, []byte(raw))
+	m.Write([]byte("tollgate admin form"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// render writes template name with d.
+func render(c echo.Context, status int, name string, d any) error {
+	h := c.Response().Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	return pageTmpl.ExecuteTemplate(c.Response(), name, d)
+}
+
+// teamLimits are a team's budgets.
+func (a *API) teamLimits(org, team string) []budget.Limit {
+	limits, _, _ := a.budgets(org, team, "")
+	return limits
+}
+
+// history is the newest 50 changes of limits in the trail, their amounts
+// in each limit's unit.
+func history(trail []auditEntry, org, team string, limits []budget.Limit) []historyRow {
+	byBucket := map[string]budget.Limit{}
+	for _, l := range limits {
+		byBucket[l.Bucket] = l
+	}
+	var out []historyRow
+	for i := len(trail) - 1; i >= 0 && len(out) < 50; i-- {
+		e := trail[i]
+		bucket := e.Target
+		if e.Action == "reset_period" {
+			bucket = bucket[:max(0, strings.LastIndex(bucket, ":"))] // "<bucket>:<period>"
+		}
+		l, ok := byBucket[bucket]
+		if !ok {
+			continue
+		}
+		row := historyRow{auditEntry: e}
+		if v, ok := amountOf(e.Old); ok {
+			row.HOld = l.Format(v)
+		}
+		if v, ok := amountOf(e.New); ok {
+			row.HNew = l.Format(v)
+		}
+		out = append(out, row)
+	}
+	return out
 }

@@ -60,7 +60,7 @@ func Report(ctx context.Context, src ledger.Source, from, to time.Time, by []str
 	}
 	out := make([]Row, 0, len(rows))
 	for _, r := range rows {
-		r.USD = strings.TrimPrefix(r.USDMicros.String(), "$")
+		r.USD = r.USDMicros.Decimal()
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Row) int {

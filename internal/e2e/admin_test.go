@@ -187,9 +187,14 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	// Finance freezes ml at $0.000001: its next request is refused; the
-	// change is in the audit trail with who, old and new.
+	// Finance freezes ml at $0.000001 — below its spend, so the API asks
+	// first —: its next request is refused; the change is in the audit
+	// trail with who, old and new.
 	status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$0.000001"}`)
+	if status != 409 || !strings.Contains(body, `"code":"confirmation_required"`) || chat() != 200 {
+		t.Fatalf("an unconfirmed freeze: %d %s", status, body)
+	}
+	status, body = adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","team":"ml","name":"usd-month","amount":"$0.000001","confirm":true}`)
 	if status != 200 {
 		t.Fatalf("set ceiling: %d %s", status, body)
 	}
@@ -245,8 +250,8 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		!strings.Contains(body, `\"$1\"`) || !strings.Contains(body, "µ$") {
 		t.Fatalf("a bare number for a usd budget: %d %s", status, body)
 	}
-	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1 µ$"}`); status != 200 ||
-		!strings.Contains(body, `"budget":"key:acme/k1:key-usd-day","new":1,"old":2000000`) {
+	if status, body := adminCall(t, "PUT", url+"/admin/v1/ceilings", financeToken, `{"org":"acme","key":"k1","name":"key-usd-day","amount":"1 µ$","confirm":true}`); status != 200 ||
+		!strings.Contains(body, `"budget":"key:acme/k1:key-usd-day","unit":"usd_micros","old":2000000,"new":1`) {
 		t.Fatalf("freezing a key's budget: %d %s", status, body)
 	}
 	if got := chat(); got != 429 {

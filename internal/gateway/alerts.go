@@ -133,6 +133,9 @@ func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budge
 		if done || !a.take(ctx, l, id) {
 			continue
 		}
+		if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
+			a.g.log.Warn("counting a fired alert for the finance page", "err", err) // the alert still goes out
+		}
 		alert := Alert{Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
 			Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String(), Basis: basis, Key: key}
 		owner := alert.Org + "/" + alert.Team

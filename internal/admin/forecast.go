@@ -1,0 +1,119 @@
+package admin
+
+import (
+	"encoding/json"
+	"math/big"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// Forecast is a month's spend run on to its end at the rate so far.
+// Integers throughout, so that anyone can redo it by hand from the
+// figures the page shows.
+type Forecast struct {
+	Spent   int64 // µ$ spent from the month's start to Now
+	Ceiling int64 // µ$ in force; 0: none
+	Elapsed int64 // seconds of the month gone
+	Length  int64 // seconds in the month
+	// Projected is Spent × Length / Elapsed (rounded down): the month's
+	// spend if the burn rate so far goes on.
+	Projected int64
+	// MetAt is when spend reaches the ceiling at that rate — start +
+	// Elapsed × Ceiling / Spent seconds (rounded up) — if that is before
+	// the month ends; Reached if it already has.
+	MetAt   *time.Time
+	Reached bool
+	Now     time.Time
+}
+
+// PerDay is the burn rate in µ$ a day.
+func (f Forecast) PerDay() int64 {
+	if f.Elapsed == 0 {
+		return 0
+	}
+	return mulDiv(f.Spent, 86400, f.Elapsed, false)
+}
+
+// forecast runs spent (from start to now) on to end, against ceiling.
+func forecast(spent, ceiling int64, start, end, now time.Time) Forecast {
+	f := Forecast{Spent: spent, Ceiling: ceiling, Elapsed: int64(now.Sub(start) / time.Second), Length: int64(end.Sub(start) / time.Second), Now: now}
+	if f.Elapsed <= 0 {
+		return f
+	}
+	f.Projected = mulDiv(spent, f.Length, f.Elapsed, false)
+	switch {
+	case ceiling <= 0 || spent <= 0:
+	case spent >= ceiling:
+		f.Reached = true
+	default:
+		at := start.Add(time.Duration(mulDiv(f.Elapsed, ceiling, spent, true)) * time.Second)
+		if at.Before(end) {
+			f.MetAt = &at
+		}
+	}
+	return f
+}
+
+// mulDiv is a × b / c without overflow, rounded down or up.
+func mulDiv(a, b, c int64, up bool) int64 {
+	n := new(big.Int).Mul(big.NewInt(a), big.NewInt(b))
+	q, r := new(big.Int).QuoRem(n, big.NewInt(c), new(big.Int))
+	if up && r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+// ceilingAt is the amount budget bucket had in force at t, read from the
+// audit trail (oldest first): the last change before t — unless it was
+// temporary and had lapsed, which puts back the configured amount —; with
+// no change before t, what the first later change replaced; with none at
+// all, configured. November shows November's ceiling, not today's.
+func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time) int64 {
+	var last *auditEntry
+	for i := range trail {
+		e := &trail[i]
+		if e.Action != "set_ceiling" || e.Target != bucket {
+			continue
+		}
+		if !e.Time.Before(t) {
+			if last == nil {
+				if v, ok := amountOf(e.Old); ok {
+					return v
+				}
+			}
+			break
+		}
+		last = e
+	}
+	if last == nil {
+		return configured
+	}
+	if last.Until != nil && !last.Until.After(t) {
+		return configured
+	}
+	if v, ok := amountOf(last.New); ok {
+		return v
+	}
+	return configured
+}
+
+// amountOf reads an audit entry's old or new amount, as kept (int64) or as
+// read back from JSON (a float64 or a json.Number).
+func amountOf(v any) (int64, bool) {
+	switch n := v.(type) {
+	case budget.Money:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		return int64(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}

@@ -1,0 +1,138 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// The page's forms post here. Each runs the same action as the JSON API
+// (so the same checks, confirmation rule and audit), then sends the
+// browser back to the page it came from.
+
+// mountForms adds the form routes.
+func (a *API) mountForms(e *echo.Echo) {
+	g := e.Group("/admin", a.authenticate)
+	g.POST("/ceiling", a.formCeiling, a.allow("admin", "finance"), a.sameForm)
+	g.POST("/reset", a.formReset, a.allow("admin", "finance"), a.sameForm)
+	g.POST("/keys", a.formNewKey, a.allow("admin"), a.sameForm)
+	g.POST("/keys/revoke", a.formRevokeKey, a.allow("admin"), a.sameForm)
+}
+
+// sameForm refuses a form that does not carry the caller's CSRF token or
+// that comes from another site's page, when the browser's cookie signed it
+// in (a bearer token in a header is not sent by another site's page).
+func (a *API) sameForm(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if byCookie, _ := c.Get(cookieKey).(bool); !byCookie {
+			return next(c)
+		}
+		if origin := c.Request().Header.Get("Origin"); origin != "" && origin != "null" {
+			if u, err := url.Parse(origin); err != nil || u.Host != c.Request().Host {
+				return pageError(c, http.StatusForbidden, "This form was sent from another site's page ("+origin+").")
+			}
+		}
+		if subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(csrfOf(c))) != 1 {
+			return pageError(c, http.StatusForbidden, "This form has no valid token: reload the page and send it again.")
+		}
+		return next(c)
+	}
+}
+
+// back is the page a form returns to: its team's view, or the overview.
+func back(c echo.Context) error {
+	q := url.Values{"changed": {"1"}}
+	if t := c.FormValue("team"); t != "" {
+		q.Set("team", c.FormValue("org")+"/"+t)
+	}
+	if m := c.FormValue("month"); m != "" {
+		q.Set("month", m)
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/?"+q.Encode())
+}
+
+// formCeiling sets a ceiling, or puts the configured one back
+// (action=restore); a cut the rule asks about is shown for confirmation.
+func (a *API) formCeiling(c echo.Context) error {
+	req := ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name"),
+		Amount: strings.TrimSpace(c.FormValue("amount")), For: strings.TrimSpace(c.FormValue("for")), Confirm: c.FormValue("confirm") == "yes"}
+	if c.FormValue("action") == "restore" {
+		req.Amount = "reset"
+	}
+	if u := strings.TrimSpace(c.FormValue("until")); u != "" {
+		// A date from the form's date field: the change lapses as that
+		// day ends on the gateway's calendar.
+		loc, _ := time.LoadLocation(a.cfg.TimeZone)
+		if d, err := time.ParseInLocation("2006-01-02", u, loc); err == nil {
+			u = d.AddDate(0, 0, 1).Format(time.RFC3339)
+		}
+		req.Until = u
+	}
+	_, err := a.ChangeCeiling(c.Request().Context(), caller(c).Name, req)
+	var r *Refusal
+	switch {
+	case errors.As(err, &r) && r.Code == "confirmation_required":
+		return render(c, http.StatusConflict, "confirm", map[string]any{"Refusal": r, "Req": req, "Until": c.FormValue("until"),
+			"Month": c.FormValue("month"), "CSRF": csrfOf(c)})
+	case errors.As(err, &r):
+		return pageError(c, r.Status, r.Message)
+	case err != nil:
+		return err
+	}
+	return back(c)
+}
+
+// formReset starts a budget's period over.
+func (a *API) formReset(c echo.Context) error {
+	_, err := a.ResetPeriod(c.Request().Context(), caller(c).Name, ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name")})
+	var r *Refusal
+	if errors.As(err, &r) {
+		return pageError(c, r.Status, r.Message)
+	}
+	if err != nil {
+		return err
+	}
+	return back(c)
+}
+
+// formNewKey makes a key and shows it, this once.
+func (a *API) formNewKey(c echo.Context) error {
+	req := keyRequest{Org: c.FormValue("org"), Team: c.FormValue("team"), ID: strings.TrimSpace(c.FormValue("id"))}
+	for _, m := range strings.Split(c.FormValue("models"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			req.Models = append(req.Models, m)
+		}
+	}
+	plain, k, err := a.NewKey(c.Request().Context(), caller(c).Name, req)
+	var r *Refusal
+	if errors.As(err, &r) {
+		return pageError(c, r.Status, r.Message)
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusCreated, "newkey", map[string]any{"Key": plain, "K": k})
+}
+
+// formRevokeKey revokes a run-time key.
+func (a *API) formRevokeKey(c echo.Context) error {
+	_, err := a.DropKey(c.Request().Context(), caller(c).Name, c.FormValue("org"), c.FormValue("id"))
+	var r *Refusal
+	if errors.As(err, &r) {
+		return pageError(c, r.Status, r.Message)
+	}
+	if err != nil {
+		return err
+	}
+	return back(c)
+}
+
+// pageError answers a form with a page saying what was refused.
+func pageError(c echo.Context, status int, msg string) error {
+	return render(c, status, "error", map[string]any{"Status": status, "Message": msg})
+}

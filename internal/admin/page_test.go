@@ -1,0 +1,256 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/csv"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/budget/memstore"
+	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/admin"
+	"github.com/tollgate-dev/tollgate/internal/audit"
+	"github.com/tollgate-dev/tollgate/policy"
+)
+
+// financePage is an admin API on the embedded store whose clock the test
+// moves, over a ledger with November and December spend of acme/ml
+// (a $800 monthly ceiling in the config).
+type financePage struct {
+	e     *echo.Echo
+	now   atomic.Pointer[time.Time]
+	trail *audit.File
+}
+
+func newFinancePage(t *testing.T) *financePage {
+	t.Helper()
+	c, err := config.Parse([]byte(`
+time_zone: UTC
+admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance}, {name: eve, hash: "`+policy.HashKey("tg-viewer")+`", role: viewer, teams: [acme/search]}]
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 10}}
+orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$800", period: month}]},
+                          {id: search, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$50", period: month}]}]}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []budget.Entry
+	for day := 1; day <= 30; day++ { // November: $10 a day
+		entries = append(entries, budget.Entry{Org: "acme", Team: "ml", Key: "k", Model: "m", Time: time.Date(2026, 11, day, 12, 0, 0, 0, time.UTC), Cost: 10 * budget.Dollar, Served: true})
+	}
+	for day := 1; day <= 10; day++ { // December's first ten days: $60 a day
+		entries = append(entries, budget.Entry{Org: "acme", Team: "ml", Key: "k", Model: "m", Time: time.Date(2026, 12, day, 12, 0, 0, 0, time.UTC), Cost: 60 * budget.Dollar, Served: true})
+	}
+	for i := range entries {
+		entries[i].RequestID = strconv.Itoa(i)
+		entries[i].Usage = budget.Usage{InputTokens: 100, OutputTokens: 10}
+	}
+	c.LedgerPath = writeLedger(t, entries)
+	mem, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &financePage{e: echo.New(), trail: audit.NewFile(filepath.Join(t.TempDir(), "audit.jsonl"))}
+	p.at(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	admin.New(c, budget.NewEngine(mem, 0), slog.New(slog.DiscardHandler)).WithAudit(p.trail).WithClock(func() time.Time { return *p.now.Load() }).Mount(p.e)
+	return p
+}
+
+func (p *financePage) at(t time.Time) { p.now.Store(&t) }
+
+// do sends a request with a bearer token (or, with cookie, the page's
+// cookie) and returns the answer.
+func (p *financePage) do(method, target, token string, cookie bool, form url.Values, header ...string) *httptest.ResponseRecorder {
+	var req *http.Request
+	if form != nil {
+		req = httptest.NewRequest(method, target, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, target, nil)
+	}
+	if cookie {
+		req.AddCookie(&http.Cookie{Name: "tollgate_admin", Value: token})
+	} else {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	p.e.ServeHTTP(rec, req)
+	return rec
+}
+
+func attr(t *testing.T, body, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(name + `="([^"]*)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in the page", name)
+	}
+	return m[1]
+}
+
+// Past months show the ceiling then in force, from the audit trail; this
+// month's forecast is the hand computation; the statement says the same.
+func TestFinancePageHistoryAndForecast(t *testing.T) {
+	p := newFinancePage(t)
+	// On 2 December finance raises ml's ceiling from $800 to $1,200.
+	if rec := p.do(http.MethodPut, "/admin/v1/ceilings", "tg-cfo", false, nil); rec.Code != http.StatusBadRequest {
+		t.Fatalf("an empty change: %d", rec.Code)
+	}
+	req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(`{"org":"acme","team":"ml","name":"usd-month","amount":"$1,200"}`))
+	req.Header.Set("Authorization", "Bearer tg-cfo")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	p.e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("raise: %d %s", rec.Code, rec.Body)
+	}
+
+	p.at(time.Date(2026, 12, 11, 0, 0, 0, 0, time.UTC)) // ten days of December gone
+	nov := p.do(http.MethodGet, "/admin/?month=2026-11", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(nov, `data-team="acme/ml" data-usd-micros="300000000" data-ceiling-micros="800000000"`) || !strings.Contains(nov, "(then)") {
+		t.Fatalf("November does not show its $800 ceiling:\n%s", nov)
+	}
+	dec := p.do(http.MethodGet, "/admin/?month=2026-12&team=acme/ml", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(dec, `data-team="acme/ml" data-usd-micros="600000000" data-ceiling-micros="1200000000"`) {
+		t.Fatalf("December's row:\n%s", dec)
+	}
+	// By hand: $600 in 10 days of a 31-day month → $600 × 31 / 10 =
+	// $1,860 at the month's end; $1,200 is met after 10 × 1200 / 600 = 20
+	// days: on 21 December at midnight.
+	if got := attr(t, dec, "data-projected-micros"); got != "1860000000" {
+		t.Errorf("projected %s µ$, want 1860000000", got)
+	}
+	if got := attr(t, dec, "data-met-at"); got != strconv.FormatInt(time.Date(2026, 12, 21, 0, 0, 0, 0, time.UTC).Unix(), 10) {
+		t.Errorf("met at %s", got)
+	}
+	if attr(t, dec, "data-elapsed-seconds") != "864000" || attr(t, dec, "data-month-seconds") != "2678400" {
+		t.Errorf("elapsed %s of %s", attr(t, dec, "data-elapsed-seconds"), attr(t, dec, "data-month-seconds"))
+	}
+	if !strings.Contains(dec, "$1,860.00") || !strings.Contains(dec, "the ceiling is met on 2026-12-21 00:00 UTC") || !strings.Contains(dec, "($60.00 a day)") {
+		t.Errorf("the forecast's words:\n%s", dec)
+	}
+	// The history names the change; the charts have axes with dollar ticks
+	// and a slot per day.
+	if !strings.Contains(dec, `data-action="set_ceiling" data-target="team:acme/ml:usd-month"`) || !strings.Contains(dec, "$800.00</td><td class=\"num\">$1,200.00") {
+		t.Errorf("history:\n%s", dec)
+	}
+	if n := strings.Count(nov, `class="tick x"`); n != 30*2 { // November, two charts on the overview
+		t.Errorf("%d x ticks in November's two charts", n)
+	}
+	if !strings.Contains(nov, `data-usd-micros="10000000">$10</text>`) {
+		t.Errorf("no $10 tick on November's charts")
+	}
+
+	// The statement: November's spend and the $800 then in force.
+	st := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=ml&month=2026-11&format=csv", "tg-cfo", false, nil)
+	recs, err := csv.NewReader(st.Body).ReadAll()
+	if err != nil || st.Code != 200 {
+		t.Fatalf("statement: %d %v", st.Code, err)
+	}
+	want := [][]string{
+		{"month", "org", "team", "section", "item", "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd"},
+		{"2026-11", "acme", "ml", "model", "m", "30", "3000", "0", "300", "300000000", "300.00"},
+		{"2026-11", "acme", "ml", "key", "k", "30", "3000", "0", "300", "300000000", "300.00"},
+		{"2026-11", "acme", "ml", "total", "", "30", "3000", "0", "300", "300000000", "300.00"},
+		{"2026-11", "acme", "ml", "ceiling", "in force at month end", "", "", "", "", "800000000", "800.00"},
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("statement %v", recs)
+	}
+	for i := range want {
+		if strings.Join(recs[i], ",") != strings.Join(want[i], ",") {
+			t.Errorf("statement line %d: %v, want %v", i, recs[i], want[i])
+		}
+	}
+	html := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=ml&month=2026-12", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(html, `id="statement-total" data-usd-micros="600000000">$600.00`) || !strings.Contains(html, `id="statement-ceiling">$1,200.00`) {
+		t.Errorf("December's printable statement:\n%s", html)
+	}
+	if rec := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=ml&month=2026-11", "tg-viewer", false, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("a viewer read another team's statement: %d", rec.Code)
+	}
+}
+
+// The page's forms: a cookie session needs the CSRF token and the page's
+// own origin; a cut that the rule asks about is confirmed on a second
+// page; viewers have no forms and may not post.
+func TestFinanceFormsAreProtectedAndConfirmed(t *testing.T) {
+	p := newFinancePage(t)
+	page := p.do(http.MethodGet, "/admin/?team=acme/ml", "tg-cfo", true, nil).Body.String()
+	csrf := attr(t, page, `name="csrf" value`)
+	form := url.Values{"org": {"acme"}, "team": {"ml"}, "name": {"usd-month"}, "amount": {"$700"}, "csrf": {csrf}}
+	for name, rec := range map[string]*httptest.ResponseRecorder{
+		"no token":      p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, url.Values{"org": {"acme"}, "team": {"ml"}, "name": {"usd-month"}, "amount": {"$700"}}),
+		"another's":     p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, url.Values{"org": {"acme"}, "team": {"ml"}, "name": {"usd-month"}, "amount": {"$700"}, "csrf": {strings.Repeat("0", 64)}}),
+		"foreign page":  p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form, "Origin", "https://evil.example"),
+		"viewer's form": p.do(http.MethodPost, "/admin/ceiling", "tg-viewer", true, form),
+	} {
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("%s: %d", name, rec.Code)
+		}
+	}
+	if list, _ := p.trail.List(context.Background()); len(list) != 0 {
+		t.Fatalf("a refused form changed something: %+v", list)
+	}
+	if v := p.do(http.MethodGet, "/admin/?team=acme/search", "tg-viewer", true, nil).Body.String(); strings.Contains(v, "<form method=\"post\"") || strings.Contains(v, `action="/admin/ceiling"`) {
+		t.Error("a viewer's page has forms")
+	}
+	// A cut within half goes through and returns to the team's page.
+	rec := p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form, "Origin", "http://example.com")
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/admin/?changed=1&team=acme%2Fml" {
+		t.Fatalf("set: %d %s %s", rec.Code, rec.Header().Get("Location"), rec.Body)
+	}
+	// By more than half: a confirm page, nothing changed yet.
+	form.Set("amount", "$100")
+	rec = p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form)
+	body := rec.Body.String()
+	if rec.Code != http.StatusConflict || !strings.Contains(body, "This cuts usd-month from $700.00 to $100.00, by more than half.") ||
+		!strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Fatalf("confirm page: %d\n%s", rec.Code, body)
+	}
+	if list, _ := p.trail.List(context.Background()); len(list) != 1 {
+		t.Fatalf("the unconfirmed cut was audited: %+v", list)
+	}
+	form.Set("confirm", "yes")
+	if rec := p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form); rec.Code != http.StatusSeeOther {
+		t.Fatalf("confirmed: %d %s", rec.Code, rec.Body)
+	}
+	list, _ := p.trail.List(context.Background())
+	if len(list) != 2 || list[1].Who != "cfo" || list[1].Target != "team:acme/ml:usd-month" {
+		t.Fatalf("audit %+v", list)
+	}
+	if v, _ := list[1].New.(float64); v != 100_000_000 {
+		t.Fatalf("audit %+v", list[1])
+	}
+	// A bare number on the form is refused with the fix, nothing changed.
+	form.Set("amount", "1200")
+	rec = p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "is ambiguous: write &#34;$1200&#34;") {
+		t.Fatalf("a bare number: %d %s", rec.Code, rec.Body)
+	}
+	// The JSON API's 409 carries the figures.
+	req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(`{"org":"acme","team":"ml","name":"usd-month","amount":"$10"}`))
+	req.Header.Set("Authorization", "Bearer tg-cfo")
+	req.Header.Set("Content-Type", "application/json")
+	jrec := httptest.NewRecorder()
+	p.e.ServeHTTP(jrec, req)
+	if jrec.Code != http.StatusConflict || !strings.Contains(jrec.Body.String(), `"code":"confirmation_required"`) || !strings.Contains(jrec.Body.String(), `"new":10000000`) ||
+		!strings.Contains(jrec.Body.String(), `"old":100000000`) {
+		t.Fatalf("API: %d %s", jrec.Code, jrec.Body)
+	}
+}

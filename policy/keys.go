@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"regexp"
 	"time"
@@ -78,3 +79,7 @@ func CompileKeys(c *config.Config, keys []RuntimeKey) (*Directory, error) {
 	}
 	return NewDirectory(c, extra)
 }
+
+// NewKey is a fresh API key: "tg-" and 26 random base-32 characters
+// (130 bits).
+func NewKey() string { return "tg-" + rand.Text() }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -172,7 +171,6 @@ func checkConfig(args []string, stdout io.Writer) error {
 }
 
 // newKey returns a fresh API key: 130 random bits.
-func newKey() string { return "tg-" + rand.Text() }
 
 func keys(args []string, stdout io.Writer) error {
 	if len(args) > 0 {
@@ -188,7 +186,7 @@ func keys(args []string, stdout io.Writer) error {
 	if len(args) != 1 || args[0] != "new" {
 		return errors.New("usage: tollgate keys new | create --org O --team T --id ID [--models a,b] [--plan P] | list [--org O] [--team T] | revoke --org O --id ID")
 	}
-	key := newKey()
+	key := policy.NewKey()
 	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, policy.HashKey(key), policy.HashKey(key))
 	return nil
 }
@@ -208,58 +206,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	upLn, err := net.Listen("tcp", *upListen)
+	d, err := demo.Start(ctx, demo.Options{Listen: *listen, UpstreamListen: *upListen, Latency: *latency, ChunkDelay: *chunkDelay, Dir: *dataDir, Log: log})
 	if err != nil {
 		return err
 	}
-	defer upLn.Close()
-	key := newKey()
-	cfg, err := demo.Config("http://"+upLn.Addr().String()+"/v1", policy.HashKey(key))
-	if err != nil {
-		return err
-	}
-	opts := demo.UpstreamOptions(cfg)
-	opts.Latency, opts.ChunkDelay = *latency, *chunkDelay
-	sim, err := simulated.New(opts)
-	if err != nil {
-		return err
-	}
-	upSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = upSrv.Serve(upLn) }()
-	defer upSrv.Close()
-
-	// The finance page: an admin token, and a ledger with four weeks of
-	// generated spend (marked as such) to look at.
-	dir := *dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "tollgate-demo-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-	}
-	adminToken := newKey()
-	now := time.Now()
-	demo.Finance(cfg, dir, policy.HashKey(adminToken), fmt.Sprintf("Demo: the spend before %s is generated demo data (%d days, three teams); what you send through the gateway is added to it. Files in %s.",
-		now.UTC().Format("2006-01-02 15:04 MST"), demo.HistoryDays, dir))
-	if _, err := os.Stat(cfg.LedgerPath); os.IsNotExist(err) {
-		if _, err := demo.History(ctx, cfg, now); err != nil {
-			return err
-		}
-	}
-	a, err := app.New(cfg, log)
-	if err != nil {
-		return err
-	}
-	// The budgets start from the ledger: this month's demo spend counts.
-	if _, err := a.Reseed(ctx, false); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	base := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, `Tollgate demo: gateway on %s, simulated OpenAI, Anthropic and Gemini upstreams on http://%s (no money is spent).
+	defer d.Close()
+	base, key := d.Base, d.Key
+	fmt.Fprintf(stdout, `Tollgate demo: gateway on %s, simulated OpenAI, Anthropic and Gemini upstreams on %s (no money is spent).
 The demo team may spend $0.50 a day; watch it refuse once that is reserved.
 
 TOLLGATE_API_KEY=%s
@@ -270,10 +223,10 @@ Try (any model in either format: gpt-4o, claude-sonnet-4-5, gemini-2.5-flash, or
 OpenAI SDKs:    export OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=%s
 Anthropic SDKs: export ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=%s
 
-Finance page (open it in a browser; the link signs you in as the demo's admin):
-  %s/admin/?token=%s
-`, base, upLn.Addr(), key, base, key, base, key, base, key, base, adminToken)
-	return a.Serve(ctx, ln)
+Finance page, with four weeks of generated spend (open it in a browser; the link signs you in as the demo's admin):
+  %s
+`, base, d.Upstream, key, base, key, base, key, base, key, d.PageURL())
+	return d.Serve(ctx)
 }
 
 func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -53,6 +53,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 		return int(min(300, 300*a/b))
 	},
 	"date": func(t time.Time) string { return t.Format("2006-01-02 15:04 MST") },
+	"n":    thousands,
 	"divf": func(a, b int64) float64 { return float64(a) / float64(b) },
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -449,4 +450,17 @@ func history(trail []auditEntry, org, team string, limits []budget.Limit) []hist
 		out = append(out, row)
 	}
 	return out
+}
+
+// thousands writes n with its thousands separated: 3,139,343.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, s = "-", s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return sign + s
 }

@@ -3,10 +3,19 @@
 package demo
 
 import (
+	"context"
 	_ "embed"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/config"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
@@ -35,4 +44,104 @@ func UpstreamOptions(c *config.Config) simulated.Options {
 		}
 	}
 	return opts
+}
+
+// Options are the demo's settings.
+type Options struct {
+	Listen, UpstreamListen string
+	Latency, ChunkDelay    time.Duration
+	// Dir keeps the ledger, audit trail and keys; empty: a temporary
+	// directory, removed when the demo stops.
+	Dir string
+	Log *slog.Logger
+	// Now is when the generated history ends (zero: the time it starts).
+	Now time.Time
+}
+
+// Demo is a running demo: the gateway, its simulated upstreams, and the
+// finance page with generated history.
+type Demo struct {
+	// Base is the gateway's address; Upstream the simulated server's.
+	Base, Upstream string
+	// Key is the demo team's API key; AdminToken signs in to the page.
+	Key, AdminToken string
+	Config          *config.Config
+	App             *app.App
+	ln              net.Listener
+	stop            []func()
+}
+
+// PageURL is the finance page's address, signed in as the demo's admin.
+func (d *Demo) PageURL() string { return d.Base + "/admin/?token=" + d.AdminToken }
+
+// Start starts the simulated upstreams and builds the gateway in front of
+// them, with four weeks of generated spend; Serve serves it.
+func Start(ctx context.Context, o Options) (d *Demo, err error) {
+	d = &Demo{Key: policy.NewKey(), AdminToken: policy.NewKey()}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	upLn, err := net.Listen("tcp", o.UpstreamListen)
+	if err != nil {
+		return nil, err
+	}
+	d.Upstream = "http://" + upLn.Addr().String()
+	if d.Config, err = Config(d.Upstream+"/v1", policy.HashKey(d.Key)); err != nil {
+		upLn.Close()
+		return nil, err
+	}
+	opts := UpstreamOptions(d.Config)
+	opts.Latency, opts.ChunkDelay = o.Latency, o.ChunkDelay
+	sim, err := simulated.New(opts)
+	if err != nil {
+		upLn.Close()
+		return nil, err
+	}
+	upSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = upSrv.Serve(upLn) }()
+	d.stop = append(d.stop, func() { _ = upSrv.Close() })
+
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "tollgate-demo-"); err != nil {
+			return nil, err
+		}
+		d.stop = append(d.stop, func() { _ = os.RemoveAll(dir) })
+	}
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	Finance(d.Config, dir, policy.HashKey(d.AdminToken), fmt.Sprintf("Demo: the spend before %s is generated demo data (%d days, three teams); what you send through the gateway is added to it. Files in %s.",
+		now.UTC().Format("2006-01-02 15:04 MST"), HistoryDays, dir))
+	if _, err := os.Stat(d.Config.LedgerPath); os.IsNotExist(err) {
+		if _, err := History(ctx, d.Config, now); err != nil {
+			return nil, err
+		}
+	}
+	if d.App, err = app.New(d.Config, o.Log); err != nil {
+		return nil, err
+	}
+	// The budgets start from the ledger: this month's demo spend counts.
+	if _, err := d.App.Reseed(ctx, false); err != nil {
+		return nil, err
+	}
+	if d.ln, err = net.Listen("tcp", o.Listen); err != nil {
+		return nil, err
+	}
+	d.Base = "http://" + d.ln.Addr().String()
+	return d, nil
+}
+
+// Serve serves the gateway until ctx ends.
+func (d *Demo) Serve(ctx context.Context) error { return d.App.Serve(ctx, d.ln) }
+
+// Close stops the simulated upstreams and removes a temporary directory.
+func (d *Demo) Close() {
+	for i := len(d.stop) - 1; i >= 0; i-- {
+		d.stop[i]()
+	}
+	d.stop = nil
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,7 +99,7 @@ func (g *Gateway) CreateKey(ctx context.Context, k policy.RuntimeKey) (string, p
 	if _, ok := c.Plans[k.Plan]; k.Plan != "" && !ok {
 		return "", k, fmt.Errorf("%w: no plan %q", policy.ErrBadKey, k.Plan)
 	}
-	plain := "tg-" + rand.Text()
+	plain := policy.NewKey()
 	k.Hash, k.CreatedAt, k.RevokedAt, k.RevokedBy = policy.HashKey(plain), g.now().UTC().Truncate(time.Second), nil, ""
 	if err := g.keys.Create(ctx, k); err != nil {
 		return "", k, err

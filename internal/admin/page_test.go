@@ -29,9 +29,11 @@ import (
 // moves, over a ledger with November and December spend of acme/ml
 // (a $800 monthly ceiling in the config).
 type financePage struct {
-	e     *echo.Echo
-	now   atomic.Pointer[time.Time]
-	trail *audit.File
+	e      *echo.Echo
+	now    atomic.Pointer[time.Time]
+	trail  *audit.File
+	cfg    *config.Config
+	engine *budget.Engine
 }
 
 func newFinancePage(t *testing.T) *financePage {
@@ -63,9 +65,9 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &financePage{e: echo.New(), trail: audit.NewFile(filepath.Join(t.TempDir(), "audit.jsonl"))}
+	p := &financePage{e: echo.New(), trail: audit.NewFile(filepath.Join(t.TempDir(), "audit.jsonl")), cfg: c, engine: budget.NewEngine(mem, 0)}
 	p.at(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
-	admin.New(c, budget.NewEngine(mem, 0), slog.New(slog.DiscardHandler)).WithAudit(p.trail).WithClock(func() time.Time { return *p.now.Load() }).Mount(p.e)
+	admin.New(c, p.engine, slog.New(slog.DiscardHandler)).WithAudit(p.trail).WithClock(func() time.Time { return *p.now.Load() }).Mount(p.e)
 	return p
 }
 
@@ -121,11 +123,19 @@ func TestFinancePageHistoryAndForecast(t *testing.T) {
 	}
 
 	p.at(time.Date(2026, 12, 11, 0, 0, 0, 0, time.UTC)) // ten days of December gone
+	// The 50 % alert went out this period (the gateway counts it so).
+	ml, _ := policy.ScopeLimits(p.cfg, "acme", "ml")
+	if _, _, err := p.engine.Count(context.Background(), "acme", policy.AlertFired(policy.AlertID(ml[0], "2026-12", 50)), 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	nov := p.do(http.MethodGet, "/admin/?month=2026-11", "tg-cfo", false, nil).Body.String()
 	if !strings.Contains(nov, `data-team="acme/ml" data-usd-micros="300000000" data-ceiling-micros="800000000"`) || !strings.Contains(nov, "(then)") {
 		t.Fatalf("November does not show its $800 ceiling:\n%s", nov)
 	}
 	dec := p.do(http.MethodGet, "/admin/?month=2026-12&team=acme/ml", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(dec, `<span class="fired" data-threshold="50">50%</span>`) || strings.Contains(dec, `data-threshold="80"`) {
+		t.Errorf("alerts fired this period:\n%s", dec)
+	}
 	if !strings.Contains(dec, `data-team="acme/ml" data-usd-micros="600000000" data-ceiling-micros="1200000000"`) {
 		t.Fatalf("December's row:\n%s", dec)
 	}

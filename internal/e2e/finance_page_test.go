@@ -235,7 +235,7 @@ func TestFinanceFormReachesEveryInstanceOnRedis(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
 		redisAddr:  srv.Addr, instances: 2, spoolDir: t.TempDir(),
-		topExtra: `admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo-page") + `", role: finance}]` + "\n",
+		topExtra: `admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo-page") + `", role: finance}, {name: root, hash: "` + policy.HashKey("tg-root-page") + `", role: admin}]` + "\n",
 	})
 	other := h.urls[1]
 	if status, _, body, err := send(http.DefaultClient, other, chatBody(1, false)); err != nil || status != 200 {
@@ -260,5 +260,36 @@ func TestFinanceFormReachesEveryInstanceOnRedis(t *testing.T) {
 	_, trail := adminCall(t, "GET", other+"/admin/v1/audit", "tg-cfo-page", "")
 	if !strings.Contains(trail, `"who":"cfo","action":"set_ceiling","target":"team:acme/ml:usd-month","old":10000000,"new":1`) {
 		t.Fatalf("the other instance's audit trail: %s", trail)
+	}
+
+	// An admin puts the ceiling back and makes a key on the first
+	// instance's page; the other instance serves it, until it is revoked
+	// there too.
+	do(t, b, "sign in as admin", chromedp.Navigate(h.urls[0]+"/admin/?token=tg-root-page&team=acme/ml"), chromedp.WaitVisible(row+` button[value=restore]`))
+	do(t, b, "back to configured", chromedp.Click(row+` button[value=restore]`), chromedp.WaitVisible("#changed"))
+	do(t, b, "new key", chromedp.SetValue(`#new-key input[name=id]`, "page-key"), chromedp.Click(`#new-key button`), chromedp.WaitVisible("#new-key-value"))
+	key := text(t, b, "#new-key-value")
+	// Asked directly, not by requests: refused ones count as failed
+	// authentications from this address.
+	knows := func() bool {
+		gw := h.apps[1].Gateway()
+		_, ok := gw.Lookup(gw.Settings(), key)
+		return ok
+	}
+	if !testkit.WaitFor(5*time.Second, knows) {
+		t.Fatal("the other instance never learnt the page's key")
+	}
+	if served, _, body, _ := sendAs(http.DefaultClient, other, key, chatBody(3, false)); served != 200 {
+		t.Fatalf("the page's key through the other instance: %d %s", served, body)
+	}
+	do(t, b, "revoke it", chromedp.Navigate(h.urls[0]+"/admin/?team=acme/ml"), chromedp.Click(`tr[data-key="page-key"] button`), chromedp.WaitVisible("#changed"))
+	if state := text(t, b, `tr[data-key="page-key"]`); !strings.Contains(state, "revoked") {
+		t.Fatalf("after revoking: %q", state)
+	}
+	if !testkit.WaitFor(5*time.Second, func() bool { return !knows() }) {
+		t.Fatal("the other instance still knows the revoked key")
+	}
+	if served, _, body, _ := sendAs(http.DefaultClient, other, key, chatBody(4, false)); served != 401 {
+		t.Fatalf("the revoked key through the other instance: %d %s", served, body)
 	}
 }

@@ -142,6 +142,15 @@ func TestAnAlertFiresOnceAcrossGateways(t *testing.T) {
 	if got := <-hooks; got.Threshold != 50 || got.Team != "ml" || got.Budget != "usd-month" || got.Used < 500 {
 		t.Fatalf("alert %+v", got)
 	}
+	// The finance page reads that it went out once this period.
+	budgets, _ := policy.ScopeLimits(a.gw.Settings().Config(), "acme", "ml")
+	l := budgets[0]
+	for th, want := range map[int64]int64{50: 1, 80: 0} {
+		id := policy.AlertID(l, budget.PeriodID(l.Period, a.clock.Now(), l.Location), th)
+		if n, _, err := a.engine.Count(context.Background(), l.Partition, policy.AlertFired(id), 0, time.Hour); err != nil || n != want {
+			t.Fatalf("threshold %d: fired %d times (%v), want %d", th, n, err, want)
+		}
+	}
 }
 
 // A reload applies from the next request on; one that changes what needs

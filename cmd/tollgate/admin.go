@@ -36,6 +36,9 @@ func envOr(k, def string) string {
 }
 
 func adminDo(method, base, token, path string, body io.Reader) ([]byte, error) {
+	if token == "" {
+		return nil, &usageError{msg: "no admin token: give --token or set TOLLGATE_ADMIN_TOKEN (tollgate keys new makes one; its hash goes in admin_tokens)"}
+	}
 	req, err := http.NewRequest(method, strings.TrimSuffix(base, "/")+path, body)
 	if err != nil {
 		return nil, err
@@ -88,7 +91,7 @@ func report(args []string, stdout io.Writer) error {
 	team := fs.String("team", "", "only org/team")
 	tz := fs.String("tz", "", "time zone of days and months (default: the gateway's)")
 	format := fs.String("format", "table", "table, csv or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	q := url.Values{"by": {*by}}
@@ -170,14 +173,31 @@ func writeTable(w io.Writer, rows [][]string, text int) error {
 	return err
 }
 
-const ceilingUsage = `usage: tollgate ceiling set --org ORG [--team TEAM] --name BUDGET --amount AMOUNT|reset [--for 72h | --until RFC3339] [--yes]
-       tollgate ceiling show --org ORG [--team TEAM]
-       tollgate ceiling reset-period --org ORG [--team TEAM] --name BUDGET`
+// group is a command's subcommands: their usage for -h, a usage error for
+// anything else.
+func group(name string, args []string, subs ...string) error {
+	var b strings.Builder
+	for i, sub := range subs {
+		if i == 0 {
+			b.WriteString("usage: tollgate ")
+		} else {
+			b.WriteString("       tollgate ")
+		}
+		b.WriteString(synopses[name+" "+sub] + "\n")
+	}
+	if isHelp(args) {
+		return &helpShown{text: b.String()}
+	}
+	if len(args) == 0 {
+		return misuse(name, "want a subcommand: %s", strings.Join(subs, ", "))
+	}
+	return misuse(name, "unknown subcommand %q (want %s)", args[0], strings.Join(subs, ", "))
+}
 
 // ceiling reads and changes budgets at run time: set, show, reset-period.
 func ceiling(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New(ceilingUsage)
+		return group("ceiling", args, "set", "show", "reset-period")
 	}
 	switch args[0] {
 	case "set":
@@ -187,7 +207,7 @@ func ceiling(args []string, stdout io.Writer) error {
 	case "reset-period":
 		return ceilingResetPeriod(args[1:], stdout)
 	}
-	return errors.New(ceilingUsage)
+	return group("ceiling", args, "set", "show", "reset-period")
 }
 
 // adminJSON sends in (if not nil) as JSON and decodes the answer into out.
@@ -223,7 +243,7 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	org := fs.String("org", "", "org id")
 	team := fs.String("team", "", "team id (empty: the org's own budgets)")
 	key := fs.String("key", "", "key id: the key's own budgets")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	q := url.Values{"org": {*org}}
@@ -258,7 +278,7 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling reset-period", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org, team, key, name := budgetFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var out struct {
@@ -285,7 +305,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
 	yes := fs.Bool("yes", false, "go ahead with a cut below this period's spend or by more than half")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var out struct {
@@ -331,7 +351,7 @@ func keysCreate(args []string, stdout io.Writer) error {
 	id := fs.String("id", "", "key id, unique in the org (names it in reports)")
 	models := fs.String("models", "", "comma-separated models the key may use (empty: the team's)")
 	plan := fs.String("plan", "", "a configured plan whose limits apply to the key")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	req := map[string]any{"org": *org, "team": *team, "id": *id, "plan": *plan}
@@ -355,7 +375,7 @@ func keysList(args []string, stdout io.Writer) error {
 	base, token := adminFlags(fs)
 	org := fs.String("org", "", "org id")
 	team := fs.String("team", "", "team id")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	q := url.Values{}
@@ -403,11 +423,11 @@ func keysRevoke(args []string, stdout io.Writer) error {
 	base, token := adminFlags(fs)
 	org := fs.String("org", "", "org id")
 	id := fs.String("id", "", "key id")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *org == "" || *id == "" {
-		return errors.New("give --org and --id")
+		return misuse("keys revoke", "give --org and --id")
 	}
 	var out struct {
 		RevokedAt time.Time `json:"revoked_at"`
@@ -429,11 +449,11 @@ func statement(args []string, stdout io.Writer) error {
 	team := fs.String("team", "", "team id")
 	month := fs.String("month", time.Now().UTC().AddDate(0, -1, 0).Format("2006-01"), "YYYY-MM (default: last month)")
 	format := fs.String("format", "csv", "csv, html or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *org == "" || *team == "" {
-		return errors.New("give --org and --team")
+		return misuse("statement", "give --org and --team")
 	}
 	q := url.Values{"org": {*org}, "team": {*team}, "month": {*month}, "format": {*format}}
 	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/statements?"+q.Encode(), nil)

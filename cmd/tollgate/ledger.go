@@ -16,18 +16,21 @@ import (
 )
 
 func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if isHelp(args) {
+		return &helpShown{text: "usage: tollgate " + synopses["ledger reseed"] + "\n"}
+	}
 	if len(args) == 0 || args[0] != "reseed" {
-		return errors.New("usage: tollgate ledger reseed --config FILE [--dry-run] [--format table|json]")
+		return misuse("ledger", "want a subcommand: reseed")
 	}
 	fs := flag.NewFlagSet("ledger reseed", flag.ContinueOnError)
 	path := fs.String("config", "tollgate.yaml", "config file of the gateway whose store lost its counters")
 	dryRun := fs.Bool("dry-run", false, "show what would change; change nothing")
 	format := fs.String("format", "table", "table or json")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if *format != "table" && *format != "json" {
-		return fmt.Errorf("unknown format %q (want table or json)", *format)
+		return misuse("ledger reseed", "unknown format %q (want table or json)", *format)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {

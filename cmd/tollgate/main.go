@@ -28,7 +28,7 @@ const usage = `tollgate: hard cost budgets in front of paid LLM APIs
 
 Usage:
   tollgate serve --config FILE          run the gateway
-  tollgate check-config FILE            validate a config file (exit 1 on errors)
+  tollgate check-config --config FILE   validate a config file (exit 1 on errors; FILE alone works too)
   tollgate keys new                     make an API key and the hash for the config
   tollgate keys create --org O --team T --id ID [--models a,b] [--plan P]
                                         make a key on a running gateway (admin API; shown once)
@@ -53,6 +53,10 @@ Usage:
   tollgate ledger reseed --config FILE [--dry-run]
                                         rebuild this period's budget counters from the ledger
                                         (after Redis lost its data); never lowers a counter
+  tollgate version                      the version, commit and Go version of this binary
+
+Every command takes -h. The admin commands read --url and --token, or
+TOLLGATE_URL and TOLLGATE_ADMIN_TOKEN. Exit status: 0 done, 1 failed, 2 used wrongly.
 `
 
 func main() {
@@ -82,24 +86,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = mockUpstream(ctx, args[1:], stdout, stderr)
 	case "report":
 		err = report(args[1:], stdout)
-	case "ceiling":
-		err = ceiling(args[1:], stdout)
 	case "statement":
 		err = statement(args[1:], stdout)
+	case "ceiling":
+		err = ceiling(args[1:], stdout)
 	case "ledger":
 		err = ledgerCmd(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "version", "--version":
+		err = version(args[1:], stdout)
+	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "tollgate: unknown command %q\nRun 'tollgate -h' for usage.\n", args[0])
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
+	return exitCode(args[0], err, stdout, stderr)
 }
 
 func newLogger(w io.Writer, format string) (*slog.Logger, error) {
@@ -116,7 +118,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	path := fs.String("config", "tollgate.yaml", "config file")
 	logFormat := fs.String("log-format", "json", "json or text")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logFormat)
@@ -153,10 +155,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func checkConfig(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("usage: tollgate check-config FILE")
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	path := fs.String("config", "", "config file")
+	if err := parseArgs(fs, args, 1); err != nil {
+		return err
 	}
-	cfg, err := config.Load(args[0])
+	switch {
+	case *path != "" && fs.NArg() == 1:
+		return misuse("check-config", "give the file once: --config FILE or FILE")
+	case fs.NArg() == 1:
+		*path = fs.Arg(0)
+	case *path == "":
+		return misuse("check-config", "give the config file: --config FILE")
+	}
+	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
 	}
@@ -166,11 +178,9 @@ func checkConfig(args []string, stdout io.Writer) error {
 			keys += len(t.Keys)
 		}
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d models, %d orgs, %d keys)\n", args[0], len(cfg.Upstreams), len(cfg.Models), len(cfg.Orgs), keys)
+	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d models, %d orgs, %d keys)\n", *path, len(cfg.Upstreams), len(cfg.Models), len(cfg.Orgs), keys)
 	return nil
 }
-
-// newKey returns a fresh API key: 130 random bits.
 
 func keys(args []string, stdout io.Writer) error {
 	if len(args) > 0 {
@@ -183,8 +193,11 @@ func keys(args []string, stdout io.Writer) error {
 			return keysRevoke(args[1:], stdout)
 		}
 	}
-	if len(args) != 1 || args[0] != "new" {
-		return errors.New("usage: tollgate keys new | create --org O --team T --id ID [--models a,b] [--plan P] | list [--org O] [--team T] | revoke --org O --id ID")
+	if len(args) == 0 || args[0] != "new" {
+		return group("keys", args, "new", "create", "list", "revoke")
+	}
+	if err := parseFlags(flag.NewFlagSet("keys new", flag.ContinueOnError), args[1:]); err != nil {
+		return err
 	}
 	key := policy.NewKey()
 	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\nGive the key to its owner now; it is not stored. Put the hash in the config:\n  keys:\n    - id: <name>\n      hash: %s\n", key, policy.HashKey(key), policy.HashKey(key))
@@ -199,7 +212,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	chunkDelay := fs.Duration("chunk-delay", 20*time.Millisecond, "simulated delay between stream chunks")
 	logFormat := fs.String("log-format", "text", "json or text")
 	dataDir := fs.String("data", "", "keep the demo's ledger, audit trail and keys here (default: a temporary directory, removed at exit)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logFormat)
@@ -236,7 +249,7 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	chunkDelay := fs.Duration("chunk-delay", 0, "delay between stream chunks")
 	apiKey := fs.String("api-key", "", "the only bearer token accepted (empty: any)")
 	replyTokens := fs.Int64("reply-tokens", 0, "fixed reply length in tokens (0: 10 to 99, by request)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := demo.Config("http://unused/v1", policy.HashKey("unused"))

@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +123,70 @@ func TestDemoCurl(t *testing.T) {
 		}
 	case <-time.After(35 * time.Second):
 		t.Fatal("demo did not shut down")
+	}
+}
+
+// Every command and subcommand answers -h and --help on stdout with exit
+// 0; a wrong flag or argument is one line and a hint on stderr with exit
+// 2, as Go's own tools do.
+func TestCommandLineConventions(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"serve"}, {"check-config"}, {"keys"}, {"keys", "new"}, {"keys", "create"}, {"keys", "list"}, {"keys", "revoke"}, {"models"}, {"demo"},
+		{"mock-upstream"}, {"report"}, {"statement"}, {"ceiling"}, {"ceiling", "set"}, {"ceiling", "show"}, {"ceiling", "reset-period"},
+		{"ledger"}, {"ledger", "reseed"}, {"version"},
+	} {
+		for _, h := range []string{"-h", "--help"} {
+			var out, errOut bytes.Buffer
+			if code := run(context.Background(), append(slices.Clone(cmd), h), &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "usage: tollgate "+cmd[0]) || errOut.Len() != 0 {
+				t.Errorf("%v %s: exit %d, stdout %q, stderr %q", cmd, h, code, out.String(), errOut.String())
+			}
+		}
+		if cmd[0] == "keys" && len(cmd) == 2 && cmd[1] == "new" || cmd[0] == "version" {
+			continue // no flags to get wrong but the extra argument
+		}
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(slices.Clone(cmd), "--no-such-flag"), &out, &errOut)
+		lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+		if code != 2 || len(lines) != 2 || !strings.HasPrefix(lines[1], "Run 'tollgate "+cmd[0]) {
+			t.Errorf("%v --no-such-flag: exit %d, stderr %q", cmd, code, errOut.String())
+		}
+	}
+	for _, args := range [][]string{{"serve", "extra"}, {"check-config"}, {"check-config", "a.yaml", "b.yaml"}, {"keys", "new", "extra"}, {"ceiling", "frob"}, {"ledger"}} {
+		if code := run(context.Background(), args, io.Discard, io.Discard); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	var out bytes.Buffer
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	if code := run(context.Background(), []string{"check-config", "--config", "../../examples/tollgate.yaml"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), ": ok (") {
+		t.Errorf("check-config --config: %d %s", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"version"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), runtime.Version()) {
+		t.Errorf("version: %d %q", code, out.String())
+	}
+	// No admin token: said before any call is made.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	called := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			called <- struct{}{}
+			c.Close()
+		}
+	}()
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "")
+	var errOut bytes.Buffer
+	if code := run(context.Background(), []string{"report", "--url", "http://" + ln.Addr().String()}, io.Discard, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "no admin token: give --token or set TOLLGATE_ADMIN_TOKEN") {
+		t.Errorf("report without a token: %d %s", code, errOut.String())
+	}
+	select {
+	case <-called:
+		t.Error("report called the gateway without a token")
+	default:
 	}
 }

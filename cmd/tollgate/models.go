@@ -40,7 +40,7 @@ func models(args []string, stdout io.Writer) error {
 	all := fs.Bool("catalog", false, "the whole built-in price catalogue instead")
 	provider := fs.String("provider", "", "with --catalog: one provider's models only")
 	format := fs.String("format", "table", "table or json")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var rows []modelRow

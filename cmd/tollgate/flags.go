@@ -112,6 +112,9 @@ func exitCode(cmd string, err error, stdout, stderr io.Writer) int {
 	return 1
 }
 
+// release is the version a release build stamps in (-X main.release=…).
+var release string
+
 // version prints the module version, the commit and the Go version the
 // binary was built from.
 func version(args []string, stdout io.Writer) error {
@@ -135,6 +138,9 @@ func version(args []string, stdout io.Writer) error {
 				dirty = " (modified)"
 			}
 		}
+	}
+	if release != "" {
+		v = release
 	}
 	if v == "" {
 		v = "(devel)"

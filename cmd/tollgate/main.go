@@ -206,7 +206,7 @@ func keys(args []string, stdout io.Writer) error {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
+	listen := fs.String("listen", envOr("TOLLGATE_LISTEN", "127.0.0.1:8080"), "gateway address (env TOLLGATE_LISTEN; the Docker image sets 0.0.0.0:8080)")
 	upListen := fs.String("upstream-listen", "127.0.0.1:0", "simulated upstream address")
 	latency := fs.Duration("latency", 0, "simulated time to first byte")
 	chunkDelay := fs.Duration("chunk-delay", 20*time.Millisecond, "simulated delay between stream chunks")

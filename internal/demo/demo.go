@@ -131,7 +131,7 @@ func Start(ctx context.Context, o Options) (d *Demo, err error) {
 	if d.ln, err = net.Listen("tcp", o.Listen); err != nil {
 		return nil, err
 	}
-	d.Base = "http://" + d.ln.Addr().String()
+	d.Base = "http://" + browsable(d.ln.Addr())
 	return d, nil
 }
 
@@ -144,4 +144,17 @@ func (d *Demo) Close() {
 		d.stop[i]()
 	}
 	d.stop = nil
+}
+
+// browsable is addr as a browser on this machine reaches it: a listener
+// on every interface (0.0.0.0, ::) is reached on the loopback address.
+func browsable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

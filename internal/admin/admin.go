@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/audit"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
+	"github.com/tollgate-dev/tollgate/internal/topk"
 )
 
 // API serves the admin routes.
@@ -43,6 +44,8 @@ type API struct {
 	fails   authguard.Policy
 	trusted []netip.Prefix
 	now     func() time.Time
+	// refusedKeys lists the keys the gateway refused most; nil: none.
+	refusedKeys func(n int) []topk.Entry
 }
 
 // WithClock makes the API read the time from now (tests).
@@ -118,6 +121,7 @@ func (a *API) Mount(e *echo.Echo) {
 	g.POST("/ceilings/reset", a.resetPeriod, a.allow("admin", "finance"))
 	g.GET("/statements", a.statement, a.allow("admin", "finance", "viewer"))
 	g.GET("/audit", a.audit, a.allow("admin", "finance"))
+	g.GET("/refused-keys", a.refusedKeysView, a.allow("admin", "finance"))
 	g.POST("/keys", a.createKey, a.allow("admin"))
 	g.GET("/keys", a.listKeys, a.allow("admin"))
 	g.DELETE("/keys/:org/:id", a.revokeKey, a.allow("admin"))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate-dev/tollgate/internal/topk"
 	"github.com/tollgate-dev/tollgate/policy"
 )
 
@@ -117,4 +119,30 @@ func (a *API) revokeKey(c echo.Context) error {
 		return answer(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"org": k.Org, "team": k.Team, "id": k.ID, "revoked_at": k.RevokedAt, "revoked_by": k.RevokedBy})
+}
+
+// WithRefusedKeys lets the API list the keys this instance refused most.
+func (a *API) WithRefusedKeys(top func(n int) []topk.Entry) *API {
+	a.refusedKeys = top
+	return a
+}
+
+// refusedKeysView answers GET /admin/v1/refused-keys?n=10: the keys this
+// instance refused most by its limits since it started, from a bounded
+// sketch (each count may be over by overcount_at_most). Every instance
+// keeps its own; the metric tollgate_refused_keys_top_total sums them.
+func (a *API) refusedKeysView(c echo.Context) error {
+	n := 10
+	if v := c.QueryParam("n"); v != "" {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 || i > 100 {
+			return fail(c, http.StatusBadRequest, "bad_n", "n is a whole number from 1 to 100.")
+		}
+		n = i
+	}
+	out := []topk.Entry{}
+	if a.refusedKeys != nil {
+		out = a.refusedKeys(n)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"keys": out, "scope": "this instance, since it started"})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/admin"
 	"github.com/tollgate-dev/tollgate/internal/audit"
+	"github.com/tollgate-dev/tollgate/internal/topk"
 	"github.com/tollgate-dev/tollgate/policy"
 )
 
@@ -262,5 +263,39 @@ func TestFinanceFormsAreProtectedAndConfirmed(t *testing.T) {
 	if jrec.Code != http.StatusConflict || !strings.Contains(jrec.Body.String(), `"code":"confirmation_required"`) || !strings.Contains(jrec.Body.String(), `"new":10000000`) ||
 		!strings.Contains(jrec.Body.String(), `"old":100000000`) {
 		t.Fatalf("API: %d %s", jrec.Code, jrec.Body)
+	}
+}
+
+// GET /admin/v1/refused-keys lists the sketch's top, n at most.
+func TestRefusedKeysEndpoint(t *testing.T) {
+	c, err := config.Parse([]byte(`
+admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance}]
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
+models: {m: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 10}}
+orgs: [{id: acme, teams: [{id: ml}]}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := topk.New(10)
+	for i := range 7 {
+		for range i + 1 {
+			s.Add("acme/k" + strconv.Itoa(i))
+		}
+	}
+	e := echo.New()
+	admin.New(c, nil, slog.New(slog.DiscardHandler)).WithRefusedKeys(s.Top).Mount(e)
+	get := func(q string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/admin/v1/refused-keys"+q, nil)
+		req.Header.Set("Authorization", "Bearer tg-cfo")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get("?n=2"); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"keys":[{"key":"acme/k6","count":7,"overcount_at_most":0},{"key":"acme/k5","count":6,"overcount_at_most":0}]`) {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if rec := get("?n=0"); rec.Code != http.StatusBadRequest {
+		t.Fatalf("n=0: %d", rec.Code)
 	}
 }

@@ -84,6 +84,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, fmt.Errorf("building the gateway: %w", err)
 	}
 	a.gateway = gw
+	a.reg.MustRegister(metrics.NewTopRefusedKeys(gw.TopRefusedKeys))
 	srv := httpapi.Options{Ready: a.ready, Guard: guard}
 	if cfg.MetricsListen == "" {
 		srv.Gatherer = a.reg
@@ -208,7 +209,7 @@ func (a *App) openLedger() error {
 // PostgreSQL, else in Redis (audit_path keeps a local copy); the embedded
 // store's is audit_path.
 func (a *App) mountAdmin(guard *authguard.Guard) {
-	api := admin.New(a.cfg, a.engine, a.log).WithGuard(guard)
+	api := admin.New(a.cfg, a.engine, a.log).WithGuard(guard).WithRefusedKeys(a.gateway.TopRefusedKeys)
 	if a.keys != nil {
 		api.WithKeys(a.gateway)
 	}

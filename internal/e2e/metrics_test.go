@@ -94,6 +94,11 @@ func TestMetricsAfterAWorkload(t *testing.T) {
 		{"tollgate_estimate_actual_ratio", map[string]string{"model": "test-model"}, 3},
 		{"tollgate_input_estimate_ratio", map[string]string{"model": "test-model"}, 3},
 		{"tollgate_upstream_time_to_first_byte_seconds", map[string]string{"upstream": "sim"}, 3},
+		// The key refused most, by name, with no unbounded labels: at
+		// most ten series, whatever the keys.
+		{"tollgate_refused_keys_top_total", map[string]string{"key": "acme/k1"}, 1},
+		// Three of three requests a minute taken.
+		{"tollgate_rate_limit_utilization_ratio", map[string]string{"scope": "team", "team": "ml", "limit": "rpm"}, 1},
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -144,6 +144,9 @@ func (g *Gateway) clampable(cl *Call, refused *budget.RefusedError) int64 {
 // open here).
 func (g *Gateway) refusalOf(cl *Call, refused *budget.RefusedError) *Refused {
 	r := &Refused{RefusedError: refused, Estimate: cl.estimate.Of(refused.Limit.Unit), Fit: -1, Limits: cl.limits}
+	if cl.principal.Key != "" {
+		g.refusedKeys.Add(cl.principal.Org + "/" + cl.principal.Key)
+	}
 	if refused.Limit.Kind == budget.Concurrency {
 		r.Estimate = 1
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/internal/topk"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
@@ -58,7 +59,19 @@ type Gateway struct {
 	// on settling's workers.
 	settleAsync bool
 	settling    settler
+
+	// refusedKeys counts limit refusals by org/key in bounded memory.
+	refusedKeys *topk.Sketch
 }
+
+// RefusedKeysTracked is how many keys the refused-keys sketch keeps: the
+// top ten it reports are exact up to a small overcount unless refusals
+// are spread over more than ~100 keys evenly.
+const RefusedKeysTracked = 100
+
+// TopRefusedKeys are the n keys ("org/key") this instance refused most
+// since it started, by limit refusals.
+func (g *Gateway) TopRefusedKeys(n int) []topk.Entry { return g.refusedKeys.Top(n) }
 
 // Options are the gateway's collaborators. Engine is required.
 type Options struct {
@@ -123,6 +136,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		upstreams: map[string]*upstreamState{},
 
 		settleAsync: opts.SettleAfterResponse,
+		refusedKeys: topk.New(RefusedKeysTracked),
 	}
 	st, err := g.newSettings(c)
 	if err != nil {

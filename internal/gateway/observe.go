@@ -4,23 +4,26 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-// observeBudgets sets the utilisation of every budget a request touched:
-// the share used or reserved, from the store's answer.
+// observeBudgets sets the utilisation of every budget and rate limit a
+// request touched: the share used or reserved (of a bucket: the share of
+// its burst taken), from the store's answer.
 func (g *Gateway) observeBudgets(cl *Call, res budget.Result) {
 	if len(res.Status) != len(cl.limits) {
 		return
 	}
 	for i := range cl.limits {
 		l, s := &cl.limits[i], res.Status[i]
-		if l.Kind != budget.Ceiling || s.Capacity <= 0 {
+		if s.Capacity <= 0 || l.Shadow || (l.Scope != budget.ScopeOrg && l.Scope != budget.ScopeTeam) {
+			// Per-key, per-user and per-model limits would multiply the
+			// series; org and team are what finance and SREs watch.
 			continue
 		}
-		switch l.Scope {
-		case budget.ScopeOrg, budget.ScopeTeam:
-			// Per-key, per-user and per-model budgets would multiply the
-			// series; org and team are what finance watches.
-			g.metrics.BudgetUsed.WithLabelValues(l.Scope.String(), cl.principal.Team, l.Name).
-				Set(float64(s.Capacity-s.Remaining) / float64(s.Capacity))
+		used := float64(s.Capacity-s.Remaining) / float64(s.Capacity)
+		switch l.Kind {
+		case budget.Ceiling:
+			g.metrics.BudgetUsed.WithLabelValues(l.Scope.String(), cl.principal.Team, l.Name).Set(used)
+		case budget.Rate:
+			g.metrics.RateUsed.WithLabelValues(l.Scope.String(), cl.principal.Team, l.Name).Set(used)
 		}
 	}
 }

@@ -16,6 +16,7 @@ type Metrics struct {
 	SpendMicros      *prometheus.CounterVec
 	Tokens           *prometheus.CounterVec
 	BudgetUsed       *prometheus.GaugeVec
+	RateUsed         *prometheus.GaugeVec
 	StoreLatency     *prometheus.HistogramVec
 	StoreErrors      *prometheus.CounterVec
 	StoreUnavailable *prometheus.CounterVec
@@ -59,6 +60,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "tollgate_budget_utilization_ratio",
 			Help: "Share of a budget used or reserved (0..1+), as of the last request that touched it, by scope, team and budget name.",
 		}, []string{"scope", "team", "budget"}),
+		RateUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_rate_limit_utilization_ratio",
+			Help: "Share of a rate limit's burst taken (0..1+; above 1 the bucket is in debt), as of the last request that touched it, by scope, team and limit name.",
+		}, []string{"scope", "team", "limit"}),
 		StoreLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tollgate_store_operation_duration_seconds",
 			Help:    "Budget store latency by operation (reserve, settle).",
@@ -136,7 +141,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}, []string{"scope", "team", "budget", "threshold"})
 	reg.MustRegister(m.StreamsCut, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
-	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.StoreLatency, m.StoreErrors,
+	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.RateUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.InputRatio, m.UsageEstimated, m.ShadowRefusals)
 	return m
 }

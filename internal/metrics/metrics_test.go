@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/internal/topk"
 )
 
 // metricName finds the tollgate metric names an expression reads.
@@ -22,7 +24,7 @@ func known(t *testing.T) map[string]bool {
 	out := map[string]bool{"tollgate_spool_depth": true, "tollgate_store_breaker_open": true,
 		"tollgate_ledger_backlog": true, "tollgate_ledger_entries_stored_total": true,
 		"tollgate_lease_reservations_total": true, "tollgate_lease_calls_total": true,
-		"tollgate_lease_call_failures_total": true, "tollgate_lease_slices": true}
+		"tollgate_lease_call_failures_total": true, "tollgate_lease_slices": true, "tollgate_refused_keys_top_total": true}
 	// Gathering returns only families with samples; describe them instead.
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {
@@ -72,5 +74,37 @@ func TestRulesAndDashboardUseRealMetrics(t *testing.T) {
 	data, _ := os.ReadFile("../../deploy/grafana/tollgate.json")
 	if err := json.Unmarshal(data, &dash); err != nil || len(dash["panels"].([]any)) == 0 {
 		t.Fatalf("dashboard is not valid JSON with panels: %v", err)
+	}
+}
+
+// The refused-keys series are the sketch's top ten at each scrape: never
+// more, whatever the number of keys, and none left behind by a key that
+// fell out of the top.
+func TestTopRefusedKeysAreBounded(t *testing.T) {
+	s := topk.New(100)
+	for i := range 500 {
+		s.Add("acme/k" + strconv.Itoa(i%50))
+	}
+	for range 40 {
+		s.Add("acme/heavy")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewTopRefusedKeys(s.Top))
+	fams, err := reg.Gather()
+	if err != nil || len(fams) != 1 {
+		t.Fatalf("%v %v", fams, err)
+	}
+	ms := fams[0].GetMetric()
+	if fams[0].GetName() != "tollgate_refused_keys_top_total" || len(ms) != metrics.TopRefusedKeysShown {
+		t.Fatalf("%s: %d series", fams[0].GetName(), len(ms))
+	}
+	found := false
+	for _, m := range ms {
+		if m.GetLabel()[0].GetValue() == "acme/heavy" && m.GetCounter().GetValue() == 40 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the heaviest key is missing: %v", ms)
 	}
 }

@@ -66,6 +66,8 @@ type Config struct {
 	AdminNotice string `yaml:"admin_notice"`
 	// Alerts are sent when a budget passes its soft thresholds.
 	Alerts Alerts `yaml:"alerts"`
+	// Tracing sends OpenTelemetry traces over OTLP; off by default.
+	Tracing Tracing `yaml:"tracing"`
 	// RouteCosts weigh a route's requests for "requests" limits (default 1
 	// each), e.g. {/v1/embeddings: 5}.
 	RouteCosts map[string]int64 `yaml:"route_costs"`
@@ -121,6 +123,23 @@ type Server struct {
 	// MaxConnections bounds the connections open at once; more wait to be
 	// accepted (default 4096).
 	MaxConnections int `yaml:"max_connections"`
+}
+
+// Tracing is OpenTelemetry tracing: one span per request with a child per
+// step (auth, estimate, reserve, queue, upstream, settle), exported over
+// OTLP/HTTP; the upstream gets a W3C traceparent.
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP address, e.g.
+	// "http://otel-collector:4318" (traces go to /v1/traces); empty: off.
+	Endpoint string `yaml:"otlp_endpoint"`
+	// SampleRatio is the share of requests traced that arrive without a
+	// sampled parent (default 1); a caller's sampled traceparent is
+	// always followed.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName names the gateway in traces (default "tollgate").
+	ServiceName string `yaml:"service_name"`
+	// Headers are sent with every export (an API key: write it as ${ENV}).
+	Headers map[string]string `yaml:"headers"`
 }
 
 // Alerts fire once per threshold per budget per period (across all

@@ -63,6 +63,12 @@ func (c *Config) SetDefaults() {
 	if c.AuthFailures.Window == 0 {
 		c.AuthFailures.Window = time.Minute
 	}
+	if c.Tracing.ServiceName == "" {
+		c.Tracing.ServiceName = "tollgate"
+	}
+	if c.Tracing.SampleRatio == 0 {
+		c.Tracing.SampleRatio = 1
+	}
 	if len(c.Alerts.Thresholds) == 0 {
 		c.Alerts.Thresholds = []int64{50, 80, 100}
 	}

@@ -68,6 +68,11 @@ func (c *Config) expandEnv(v *validator, lookup func(string) (string, bool)) {
 		})
 	}
 	expand("listen", &c.Listen)
+	expand("tracing.otlp_endpoint", &c.Tracing.Endpoint)
+	for k, val := range c.Tracing.Headers {
+		expand("tracing.headers."+k, &val)
+		c.Tracing.Headers[k] = val
+	}
 	expand("store.snapshot_path", &c.Store.SnapshotPath)
 	expand("ledger_path", &c.LedgerPath)
 	expand("ledger_postgres", &c.LedgerPostgres)

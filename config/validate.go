@@ -67,6 +67,14 @@ func (c *Config) validate(v *validator) {
 			v.addf(fmt.Sprintf("alerts.webhooks.%d", i), "want an http(s) URL")
 		}
 	}
+	if e := c.Tracing.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.addf("tracing.otlp_endpoint", "want the collector's OTLP/HTTP address, e.g. http://otel-collector:4318")
+		}
+	}
+	if r := c.Tracing.SampleRatio; r < 0 || r > 1 {
+		v.addf("tracing.sample_ratio", "a share from 0 to 1")
+	}
 	for i, t := range c.AdminTokens {
 		p := fmt.Sprintf("admin_tokens.%d", i)
 		if !ValidID.MatchString(t.Name) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
+	"github.com/tollgate-dev/tollgate/internal/tracing"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
@@ -47,10 +49,12 @@ type App struct {
 	gateway *gateway.Gateway
 	server  *httpapi.Server
 	reg     *prometheus.Registry
-	ledger  *ledger.File       // nil without ledger_path
-	shipper *ledger.Shipper    // the embedded store's ledger file to PostgreSQL, or nil
-	pg      *ledger.Postgres   // the PostgreSQL ledger, or nil
-	keys    policy.KeyRegistry // run-time API keys, or nil
+	// stopTracing flushes and stops the tracer provider; nil: off.
+	stopTracing func(context.Context) error
+	ledger      *ledger.File       // nil without ledger_path
+	shipper     *ledger.Shipper    // the embedded store's ledger file to PostgreSQL, or nil
+	pg          *ledger.Postgres   // the PostgreSQL ledger, or nil
+	keys        policy.KeyRegistry // run-time API keys, or nil
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance
@@ -77,6 +81,10 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if err != nil {
 		a.Close()
 		return nil, err
+	}
+	if opts.Tracer, a.stopTracing, err = tracing.Setup(context.Background(), cfg.Tracing, version()); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	gw, err := gateway.New(cfg, opts)
 	if err != nil {
@@ -375,6 +383,14 @@ func (a *App) Close() error {
 	if a.gateway != nil {
 		a.gateway.Drain()
 	}
+	if a.stopTracing != nil {
+		// The spans of the last requests, settlements included.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.stopTracing(ctx); err != nil {
+			a.log.Warn("flushing traces", "err", err)
+		}
+		cancel()
+	}
 	if a.ledger != nil {
 		a.ledger.Close()
 	}
@@ -388,4 +404,12 @@ func (a *App) Close() error {
 		return a.shared.close()
 	}
 	return nil
+}
+
+// version is the module version the binary was built as.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		return info.Main.Version
+	}
+	return ""
 }

@@ -19,10 +19,12 @@ import (
 // for a limit's refusal).
 func (g *Gateway) Admit(ctx context.Context, ep upstream.Endpoint, req Request) (*Call, error) {
 	cl := g.begin(req)
+	_, end := g.span(ctx, "estimate")
 	body, err := req.Body()
 	if err == nil {
 		err = g.prepare(cl, ep, body)
 	}
+	end(err)
 	if err != nil {
 		cl.outcome = "refused"
 		return cl, err
@@ -41,7 +43,9 @@ func (g *Gateway) begin(req Request) *Call {
 
 // admit is what every route does once its estimate and limits are known:
 // bypass, reserve, and record what the reservation found.
-func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) error {
+func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) (err error) {
+	ctx, end := g.span(ctx, "reserve")
+	defer func() { end(err) }()
 	if err := g.bypass(ctx, cl, body); err != nil {
 		cl.outcome = "refused"
 		return err

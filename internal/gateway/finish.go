@@ -30,6 +30,8 @@ func (g *Gateway) Done(cl *Call) {
 func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	ctx, end := g.span(ctx, "settle")
+	defer end(nil)
 	if cl.paid != nil {
 		g.finishPaid(ctx, cl)
 		return

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
@@ -64,7 +66,9 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 			skipped = t.name
 			continue
 		}
-		release, err := g.queued(ctx, cl, t, refused)
+		qctx, qend := g.span(ctx, "queue", attribute.String("upstream", t.name))
+		release, err := g.queued(qctx, cl, t, refused)
+		qend(err)
 		if err != nil {
 			done(context.Canceled) // not the upstream's doing
 			if ctx.Err() != nil {
@@ -77,10 +81,12 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 			g.metrics.Fallbacks.WithLabelValues(skipped, t.name).Inc()
 		}
 		t.inflight.Add(1)
-		a := g.send(ctx, cl, p)
+		uctx, uend := g.span(ctx, "upstream", attribute.String("upstream", t.name), attribute.String("deployment", p.dep.name()))
+		a := g.send(uctx, cl, p)
 		if a.retryable() && i < len(order)-1 && ctx.Err() == nil {
 			// Nothing reached the client: the next deployment may serve it.
 			failed = a.fail(p)
+			uend(failed)
 			t.inflight.Add(-1)
 			release()
 			done(breaker.ErrFailed)
@@ -89,7 +95,8 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 			continue
 		}
 		cl.served = p
-		u, served, fail, err := g.relay(ctx, cl, p, a, w)
+		u, served, fail, err := g.relay(uctx, cl, p, a, w)
+		uend(err)
 		t.inflight.Add(-1)
 		release()
 		done(fail)

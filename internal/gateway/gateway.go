@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
@@ -62,6 +63,7 @@ type Gateway struct {
 
 	// refusedKeys counts limit refusals by org/key in bounded memory.
 	refusedKeys *topk.Sketch
+	tracer      trace.Tracer // nil: tracing off
 }
 
 // RefusedKeysTracked is how many keys the refused-keys sketch keeps: the
@@ -76,6 +78,8 @@ func (g *Gateway) TopRefusedKeys(n int) []topk.Entry { return g.refusedKeys.Top(
 // Options are the gateway's collaborators. Engine is required.
 type Options struct {
 	Engine *budget.Engine
+	// Tracer, if set, traces each step of a request (OpenTelemetry).
+	Tracer trace.Tracer
 	Log    *slog.Logger
 	// Transport carries upstream requests; nil means a pooled transport
 	// tuned for many concurrent streams to few hosts.
@@ -137,6 +141,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 
 		settleAsync: opts.SettleAfterResponse,
 		refusedKeys: topk.New(RefusedKeysTracked),
+		tracer:      opts.Tracer,
 	}
 	st, err := g.newSettings(c)
 	if err != nil {

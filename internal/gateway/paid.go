@@ -107,6 +107,7 @@ func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWri
 			req.Header.Set(k, v)
 		}
 	}
+	g.inject(ctx, req.Header)
 	if p.cfg.APIKey != "" {
 		if strings.EqualFold(p.cfg.AuthHeader, "Authorization") {
 			req.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)

@@ -63,6 +63,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 		}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	g.inject(ctx, req.Header)
 	t.provider.Header(req.Header, cl.req.Header)
 	if s, ok := t.provider.(upstream.Signer); ok {
 		if err := s.Sign(ctx, req, p.prep.Body); err != nil {

@@ -59,7 +59,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	s := &Server{gw: gw, log: gw.Log(), metrics: gw.Metrics(), ready: opts.Ready, guard: opts.Guard, now: time.Now}
 	s.echo = s.routes(opts.Gatherer)
 	for _, r := range gw.Settings().Config().PaidRoutes {
-		handler := s.authenticate(s.paid(r.Name, r.Prefix))
+		handler := s.traced(s.authenticate(s.paid(r.Name, r.Prefix)))
 		s.echo.Any(r.Prefix, handler)
 		s.echo.Any(r.Prefix+"/*", handler)
 	}
@@ -90,7 +90,7 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 	if gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := e.Group("/v1", s.authenticate)
+	v1 := e.Group("/v1", s.traced, s.authenticate)
 	for _, r := range []struct {
 		path string
 		ep   upstream.Endpoint
@@ -137,10 +137,13 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if key == "" {
 			return s.authFailed(c, st, ip, errNoKey)
 		}
+		_, end := s.span(c, "auth")
 		p, ok := s.gw.Lookup(st, key)
 		if !ok {
+			end(errBadKey)
 			return s.authFailed(c, st, ip, errBadKey)
 		}
+		end(nil)
 		c.Set(principalKey, p)
 		c.Set(settingsKey, st) // the whole request uses the settings its key was found in
 		return next(c)

@@ -31,8 +31,19 @@ var Encodings = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 // Counter counts tokens with one encoding. It is safe for concurrent use.
 type Counter struct {
 	name  string
-	enc   *tiktoken.Tiktoken
+	fast  *fast // o200k_base and cl100k_base; nil: tiktoken-go counts
 	cache *countCache
+
+	encOnce sync.Once
+	enc     *tiktoken.Tiktoken // the reference: Encode, Decode, other encodings
+	encErr  error
+}
+
+// rankFiles are where tiktoken's ranks are published; the offline loader
+// maps each to its copy compiled into the binary.
+var rankFiles = map[string]string{
+	"o200k_base":  "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+	"cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
 }
 
 var (
@@ -49,13 +60,29 @@ func Load(encoding string) (*Counter, error) {
 	if c, ok := loaded[encoding]; ok {
 		return c, nil
 	}
-	enc, err := tiktoken.GetEncoding(encoding)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: loading %q: %w", encoding, err)
+	c := &Counter{name: encoding, cache: newCountCache(defaultCacheEntries)}
+	if file, ok := rankFiles[encoding]; ok {
+		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(file)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: loading %q: %w", encoding, err)
+		}
+		c.fast = newFast(encoding, ranks)
+	} else if _, err := c.reference(); err != nil {
+		return nil, err
 	}
-	c := &Counter{name: encoding, enc: enc, cache: newCountCache(defaultCacheEntries)}
 	loaded[encoding] = c
 	return c, nil
+}
+
+// reference is tiktoken-go's encoder of c's encoding, loaded on first use.
+func (c *Counter) reference() (*tiktoken.Tiktoken, error) {
+	c.encOnce.Do(func() {
+		c.enc, c.encErr = tiktoken.GetEncoding(c.name)
+		if c.encErr != nil {
+			c.encErr = fmt.Errorf("tokenizer: loading %q: %w", c.name, c.encErr)
+		}
+	})
+	return c.enc, c.encErr
 }
 
 // Name returns the encoding's name.
@@ -82,10 +109,18 @@ func (c *Counter) Count(s string) int64 {
 		// for it with an over-estimate.
 		n = int64(len(s))
 	} else {
-		n = int64(len(c.enc.EncodeOrdinary(s)))
+		n = c.count(s)
 	}
 	c.cache.put(h, n)
 	return n
+}
+
+// count is s's token count, uncached.
+func (c *Counter) count(s string) int64 {
+	if c.fast != nil {
+		return c.fast.count(s)
+	}
+	return int64(len(c.enc.EncodeOrdinary(s)))
 }
 
 // maxRun is the longest run of one character class (letters, spaces, or
@@ -135,8 +170,38 @@ func longRun(s string) bool {
 	return false
 }
 
-// Encode returns the tokens of s (for tests and the simulated upstream).
-func (c *Counter) Encode(s string) []int { return c.enc.EncodeOrdinary(s) }
+// Encode returns the tokens of s by tiktoken-go, the reference (for tests
+// and the simulated upstream).
+func (c *Counter) Encode(s string) []int {
+	enc, err := c.reference()
+	if err != nil {
+		panic(err) // the ranks are compiled in: only a broken build fails here
+	}
+	return enc.EncodeOrdinary(s)
+}
 
 // Decode returns the text of tokens.
-func (c *Counter) Decode(tokens []int) string { return c.enc.Decode(tokens) }
+func (c *Counter) Decode(tokens []int) string {
+	enc, err := c.reference()
+	if err != nil {
+		panic(err)
+	}
+	return enc.Decode(tokens)
+}
+
+// Uncached is a counter with no count cache and an empty piece cache, for
+// benchmarks of a cold count.
+type Uncached struct{ f *fast }
+
+// NewUncached returns a cold counter of encoding (o200k_base or
+// cl100k_base).
+func NewUncached(encoding string) Uncached {
+	c, err := Load(encoding)
+	if err != nil || c.fast == nil {
+		panic(fmt.Sprintf("tokenizer: no fast counter for %q", encoding))
+	}
+	return Uncached{f: &fast{ranks: c.fast.ranks, next: c.fast.next, pieces: newPieceCache()}}
+}
+
+// CountUncached counts s from scratch.
+func (u Uncached) CountUncached(s string) int64 { return u.f.count(s) }

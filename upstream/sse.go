@@ -280,7 +280,11 @@ func (m *StreamMeter) keepStrings(data []byte) {
 			if end < 0 {
 				break
 			}
-			m.keep(unquote(v[:end+1]))
+			if q := v[1:end]; bytes.IndexByte(q, '\\') < 0 {
+				m.keepBytes(q) // the common case: no escape, no copy but into the text
+			} else {
+				m.keep(unquote(v[:end+1]))
+			}
 			rest = v[end+1:]
 		}
 	}
@@ -311,6 +315,18 @@ func unquote(q []byte) string {
 		return string(q[1 : len(q)-1]) // keep the raw text: it still bounds the count
 	}
 	return s
+}
+
+// keepBytes is keep for text without escapes, appended as it is.
+func (m *StreamMeter) keepBytes(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if room := m.maxText - m.text.Len(); len(b) > room {
+		m.truncated = true
+		b = b[:max(room, 0)]
+	}
+	m.text.Write(b)
 }
 
 func (m *StreamMeter) keep(s string) {

@@ -57,21 +57,27 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 			tightest = i
 		}
 	}
-	// The keys are written in canonical form, which saves Set re-canonicalising them.
-	h["Ratelimit-Policy"] = []string{string(policy)}
-	h["Ratelimit"] = []string{string(state)}
+	// The keys are written in canonical form, which saves Set re-canonicalising
+	// them; the values share one backing array (one allocation, not ten).
+	vals := make([]string, 0, 10)
+	set := func(key, v string) {
+		vals = append(vals, v)
+		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set("Ratelimit-Policy", string(policy))
+	set("Ratelimit", string(state))
 	if d := res.Decider; d >= 0 && d < len(limits) {
-		h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(res.Status[d].Capacity, 10)}
-		h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Status[d].Remaining, 10)}
-		h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(seconds(res.Status[d].ResetAfter), 10)}
-		h["X-Ratelimit-Policy"] = []string{policyName(&limits[d])}
+		set("X-Ratelimit-Limit", strconv.FormatInt(res.Status[d].Capacity, 10))
+		set("X-Ratelimit-Remaining", strconv.FormatInt(res.Status[d].Remaining, 10))
+		set("X-Ratelimit-Reset", strconv.FormatInt(seconds(res.Status[d].ResetAfter), 10))
+		set("X-Ratelimit-Policy", policyName(&limits[d]))
 	}
 	if tightest >= 0 {
 		l, s := &limits[tightest], res.Status[tightest]
-		h["X-Tollgate-Budget-Policy"] = []string{policyName(l)}
-		h["X-Tollgate-Budget-Limit-Usd"] = []string{dollars(s.Capacity)}
-		h["X-Tollgate-Budget-Remaining-Usd"] = []string{dollars(s.Remaining)}
-		h["X-Tollgate-Budget-Reset"] = []string{strconv.FormatInt(seconds(s.ResetAfter), 10)}
+		set("X-Tollgate-Budget-Policy", policyName(l))
+		set("X-Tollgate-Budget-Limit-Usd", dollars(s.Capacity))
+		set("X-Tollgate-Budget-Remaining-Usd", dollars(s.Remaining))
+		set("X-Tollgate-Budget-Reset", strconv.FormatInt(seconds(s.ResetAfter), 10))
 	}
 }
 

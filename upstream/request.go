@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
@@ -130,8 +133,13 @@ type Request struct {
 	// User is the request's "user" field, if any.
 	User   string
 	fields map[string]json.RawMessage
-	// raw is the body as the client sent it (a translation reads it).
-	raw []byte
+	// raw is the body as the client sent it (a translation reads it);
+	// members are its top-level members in order, and changed says a
+	// field was set or deleted since: the forwarded body is raw itself
+	// until something changes, and raw with the changes spliced in after.
+	raw     []byte
+	members []member
+	changed bool
 	// prompts is how many prompts a legacy completions request holds:
 	// each gets its own choices.
 	prompts int64
@@ -141,16 +149,41 @@ type Request struct {
 	capKey string
 }
 
-// ParseRequest decodes a client body for endpoint e.
+// member is one top-level member of the client's body: its key, and
+// where its key (quoted, as written) and its value are in the body.
+type member struct {
+	key                      string
+	keyFrom, keyTo, from, to int
+}
+
+// ParseRequest decodes a client body for endpoint e. Its top-level
+// members are read in place, one scan after validation: each field's raw
+// value is a slice of body, nothing is copied or decoded that the
+// estimate does not read.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	if !json.Valid(body) {
+		return nil, badRequest("", "the body is not a JSON object")
+	}
+	root := view(body)
+	if !root.IsObject() {
 		return nil, badRequest("", "the body is not a JSON object")
 	}
 	if err := checkNames(e, body); err != nil {
 		return nil, err
 	}
-	r := &Request{Endpoint: e, fields: fields, raw: body}
+	r := &Request{Endpoint: e, fields: make(map[string]json.RawMessage, 12), raw: body}
+	root.ForEach(func(k, v gjson.Result) bool {
+		// A later duplicate wins, as encoding/json reads it: the earlier
+		// one is not forwarded (see body).
+		key := strings.Clone(k.Str)
+		m := member{key: key, keyFrom: k.Index, keyTo: k.Index + len(k.Raw), from: v.Index, to: v.Index + len(v.Raw)}
+		r.members = append(r.members, m)
+		if _, dup := r.fields[key]; dup {
+			r.changed = true // the body is rewritten without the earlier one
+		}
+		r.fields[key] = body[m.from:m.to:m.to]
+		return true
+	})
 	if err := r.str("model", &r.Model); err != nil {
 		return nil, err
 	}
@@ -158,11 +191,11 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, badRequest("model", "is required")
 	}
 	if e == Messages {
-		r.User = gjsonString(fields["metadata"], "user_id")
+		r.User = gjsonString(r.fields["metadata"], "user_id")
 	} else if err := r.str("user", &r.User); err != nil {
 		return nil, err
 	}
-	if raw, ok := fields["stream"]; ok && !isNull(raw) {
+	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &r.Stream); err != nil {
 			return nil, badRequest("stream", "must be a boolean")
 		}
@@ -267,17 +300,73 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 	case r.Stream && (m.StreamUsage == "always" || m.StreamUsage == "x_groq"):
 		// The server reports usage unasked and may refuse the field: the
 		// client gets the usage either way.
-		delete(r.fields, "stream_options")
+		r.del("stream_options")
 		p.ClientWantsUsage = true
 	case r.Stream:
 		if err := r.askUsage(p); err != nil {
 			return nil, err
 		}
 	}
-	if p.Body, err = encode(r.fields); err != nil {
-		return nil, fmt.Errorf("upstream: encoding request: %w", err)
-	}
+	p.Body = r.body()
 	return p, nil
+}
+
+// set gives field key the raw value v in the forwarded body.
+func (r *Request) set(key string, v json.RawMessage) {
+	r.fields[key], r.changed = v, true
+}
+
+// del leaves field key out of the forwarded body.
+func (r *Request) del(key string) {
+	if _, ok := r.fields[key]; ok {
+		delete(r.fields, key)
+		r.changed = true
+	}
+}
+
+// body is the body to forward: the client's bytes as they are, or, once a
+// field changed, its members in their order — each key as written, its
+// value as the gateway holds it — without the deleted ones and the
+// earlier of duplicate keys, and the new fields after them (sorted).
+// Whatever is forwarded is what the estimate read.
+func (r *Request) body() []byte {
+	if !r.changed {
+		return r.raw
+	}
+	last := make(map[string]int, len(r.members))
+	for i, m := range r.members {
+		last[m.key] = i
+	}
+	b := make([]byte, 0, len(r.raw)+64)
+	b = append(b, '{')
+	for i, m := range r.members {
+		v, ok := r.fields[m.key]
+		if !ok || last[m.key] != i {
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, r.raw[m.keyFrom:m.keyTo]...)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	var added []string
+	for k := range r.fields {
+		if _, ok := last[k]; !ok {
+			added = append(added, k)
+		}
+	}
+	slices.Sort(added)
+	for _, k := range added {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, k) // the gateway's own keys: plain ASCII
+		b = append(b, ':')
+		b = append(b, r.fields[k]...)
+	}
+	return append(b, '}')
 }
 
 // encode marshals v without HTML escaping, so text inside the forwarded body
@@ -317,8 +406,8 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 	if r.Endpoint == Chat && m.CapField == "max_tokens" && key == "max_completion_tokens" {
 		// The server reads max_tokens: the cap moves there.
 		if raw, ok := r.fields[key]; ok {
-			r.fields["max_tokens"] = raw
-			delete(r.fields, key)
+			r.set("max_tokens", raw)
+			r.del(key)
 		}
 		key = "max_tokens"
 	}
@@ -333,7 +422,7 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 			// would change what the client gets.
 			limit = min(16, m.MaxOutputTokens)
 		}
-		r.fields[key] = json.RawMessage(strconv.FormatInt(limit, 10))
+		r.set(key, json.RawMessage(strconv.FormatInt(limit, 10)))
 	}
 	choices, _, err := r.positiveInt("n", 128)
 	if err != nil {
@@ -370,12 +459,8 @@ func (r *Request) SetOutputCap(p *Prepared, limit int64) error {
 	if p.Translation != nil {
 		return p.encode(limit)
 	}
-	r.fields[r.capKey] = json.RawMessage(strconv.FormatInt(limit, 10))
-	body, err := encode(r.fields)
-	if err != nil {
-		return fmt.Errorf("upstream: encoding request: %w", err)
-	}
-	p.Body, p.OutputCap = body, limit
+	r.set(r.capKey, json.RawMessage(strconv.FormatInt(limit, 10)))
+	p.Body, p.OutputCap = r.body(), limit
 	p.MaxOutputTokens = limit*p.Choices + p.Predicted
 	return nil
 }
@@ -421,7 +506,7 @@ func (r *Request) askUsage(p *Prepared) error {
 	if err != nil {
 		return err
 	}
-	r.fields["stream_options"] = b
+	r.set("stream_options", b)
 	return nil
 }
 
@@ -444,6 +529,7 @@ func (r *Request) SetModel(model string) error {
 	if err != nil {
 		return err
 	}
-	r.fields["model"], r.Model = raw, model
+	r.set("model", raw)
+	r.Model = model
 	return nil
 }

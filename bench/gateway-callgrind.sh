@@ -18,6 +18,7 @@
 #
 #   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
 #   ROWS="bare embedded" bench/gateway-callgrind.sh   # some rows only
+#   KEEP=/tmp/cg bench/gateway-callgrind.sh           # keep each row's profile there
 #
 # Needs valgrind, curl and redis-server. Loopback only.
 set -euo pipefail
@@ -84,6 +85,7 @@ count() {
   bf=$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 1p)
   idlef=$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 2p)
   busy=$(total "$bf") idle=$(total "$idlef")
+  if [ -n "${KEEP:-}" ]; then cp "$bf" "$KEEP/$name.callgrind"; fi # for callgrind_annotate
   awk -v busy="$busy" -v idle="$idle" -v bgc="$(gc "$bf")" -v igc="$(gc "$idlef")" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
     printf "%.0f %d %.0f %.0f %.1f %.0f\n", (busy - idle) / n, n, busy / n, idle / n, s, (busy - bgc - idle + igc) / n }'
 }

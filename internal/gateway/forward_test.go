@@ -200,7 +200,10 @@ func TestUnansweredRequestsAreReleased(t *testing.T) {
 // A request the upstream's queue does not admit in time is refused
 // before it reaches the upstream, and its reservation is given back.
 func TestAQueueThatDoesNotAdmitInTimeRefuses(t *testing.T) {
-	f := newFixture(t, setup{teamLimits: teamBudget, queue: "queue: {concurrency: 1, max_wait: 20ms}"})
+	// max_wait is what the second request waits before it is refused; it
+	// is long enough that the first, admitted at once, is not refused too
+	// on a machine busy enough to starve the queue's driver for a while.
+	f := newFixture(t, setup{teamLimits: teamBudget, queue: "queue: {concurrency: 1, max_wait: 250ms}"})
 	f.up.arrived = make(chan string, 4)
 	release := make(chan struct{})
 	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
@@ -209,7 +212,11 @@ func TestAQueueThatDoesNotAdmitInTimeRefuses(t *testing.T) {
 	})
 	first := make(chan outcome, 1)
 	go func() { first <- f.chat(fullKey, hello) }()
-	<-f.up.arrived // the first holds the one slot until released
+	select {
+	case <-f.up.arrived: // the first holds the one slot until released
+	case o := <-first:
+		t.Fatalf("the first request ended before it reached the upstream: %v", o.err)
+	}
 	o := f.chat(fullKey, hello)
 	var refused *gateway.UpstreamRefused
 	if !errors.As(o.err, &refused) || refused.Code != "upstream_queue_timeout" || o.call.Outcome() != "refused" {

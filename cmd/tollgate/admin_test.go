@@ -84,6 +84,15 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		!strings.Contains(out.String(), "team:acme/ml:usd-month "+time.Now().UTC().Format("2006-01")+": spent ") {
 		t.Fatalf("ceiling reset-period: %d %q %s", code, out.String(), errOut.String())
 	}
+	// The month's statement of ml, as CSV: its model's line and the total,
+	// and the $30 temporary ceiling in force.
+	out.Reset()
+	if code := run(context.Background(), []string{"statement", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml",
+		"--month", time.Now().UTC().Format("2006-01")}, &out, &errOut); code != 0 ||
+		!strings.HasPrefix(out.String(), "month,org,team,section,item,requests,") || !strings.Contains(out.String(), ",acme,ml,model,m,1,") ||
+		!strings.Contains(out.String(), ",acme,ml,total,,1,") || !strings.Contains(out.String(), ",ceiling,in force at month end,,,,,30000000,30.00") {
+		t.Fatalf("statement: %d %q %s", code, out.String(), errOut.String())
+	}
 	if code := run(context.Background(), []string{"report", "--url", url, "--token", "wrong"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401") {
 		t.Fatalf("a wrong token: %d %s", code, errOut.String())
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // Statement is one team's month: its spend by model and by key, the total,
-// and the monthly dollar ceiling in force at the month's end with the
-// changes made to it during the month.
+// and the monthly dollar ceiling in force at the month's end (now, for
+// this month) with the changes made to it during the month.
 type Statement struct {
 	Org       string       `json:"org"`
 	Team      string       `json:"team"`
@@ -72,11 +72,16 @@ func (a *API) statement(c echo.Context) error {
 		if l.Unit != budget.Microdollars || l.Period != budget.Month {
 			continue
 		}
-		asOf := monthEnd
-		if now := a.now(); now.Before(asOf) {
-			asOf = now
+		if now := a.now(); now.Before(monthEnd) && !now.Before(monthStart) {
+			// This month: the ceiling in force now, from the store (the
+			// audit trail may be kept nowhere: no audit_path).
+			st.Ceiling = l.Amount
+			if s, err := a.engine.Peek(ctx, []budget.Limit{l}); err == nil {
+				st.Ceiling = s[0].Capacity
+			}
+		} else {
+			st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, monthEnd)
 		}
-		st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, asOf)
 		for _, e := range trail {
 			if e.Action == "set_ceiling" && e.Target == l.Bucket && !e.Time.Before(monthStart) && e.Time.Before(monthEnd) {
 				e.Who = "" // a statement says what changed, not who changed it

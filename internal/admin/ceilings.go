@@ -307,7 +307,7 @@ func (a *API) ceilings(c echo.Context) error {
 	if !ok || !sees(caller(c), org, team) {
 		return fail(c, http.StatusNotFound, "not_found", "No such org, team or key.")
 	}
-	out, err := a.ceilingViews(c.Request().Context(), limits)
+	out, _, err := a.ceilingViews(c.Request().Context(), limits)
 	if err != nil {
 		return err
 	}
@@ -318,11 +318,12 @@ func (a *API) ceilings(c echo.Context) error {
 	return c.JSON(http.StatusOK, view)
 }
 
-// ceilingViews are limits as GET /admin/v1/ceilings shows them.
-func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]CeilingView, error) {
+// ceilingViews are limits as GET /admin/v1/ceilings shows them, with the
+// statuses they were read from.
+func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]CeilingView, []budget.Status, error) {
 	statuses, err := a.engine.Peek(ctx, limits)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := a.now()
 	out := make([]CeilingView, len(limits))
@@ -330,7 +331,7 @@ func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]Ceilin
 		s := statuses[i]
 		_, until, overridden, err := a.engine.Override(ctx, l)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[i] = CeilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
 			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
@@ -340,5 +341,5 @@ func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]Ceilin
 			out[i].OverrideUntil = &u
 		}
 	}
-	return out, nil
+	return out, statuses, nil
 }

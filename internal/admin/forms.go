@@ -79,10 +79,8 @@ func (a *API) formCeiling(c echo.Context) error {
 	case errors.As(err, &r) && r.Code == "confirmation_required":
 		return render(c, http.StatusConflict, "confirm", map[string]any{"Refusal": r, "Req": req, "Until": c.FormValue("until"),
 			"Month": c.FormValue("month"), "CSRF": csrfOf(c)})
-	case errors.As(err, &r):
-		return pageError(c, r.Status, r.Message)
 	case err != nil:
-		return err
+		return refusedPage(c, err)
 	}
 	return back(c)
 }
@@ -90,12 +88,8 @@ func (a *API) formCeiling(c echo.Context) error {
 // formReset starts a budget's period over.
 func (a *API) formReset(c echo.Context) error {
 	_, err := a.ResetPeriod(c.Request().Context(), caller(c).Name, ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name")})
-	var r *Refusal
-	if errors.As(err, &r) {
-		return pageError(c, r.Status, r.Message)
-	}
 	if err != nil {
-		return err
+		return refusedPage(c, err)
 	}
 	return back(c)
 }
@@ -109,12 +103,8 @@ func (a *API) formNewKey(c echo.Context) error {
 		}
 	}
 	plain, k, err := a.NewKey(c.Request().Context(), caller(c).Name, req)
-	var r *Refusal
-	if errors.As(err, &r) {
-		return pageError(c, r.Status, r.Message)
-	}
 	if err != nil {
-		return err
+		return refusedPage(c, err)
 	}
 	return render(c, http.StatusCreated, "newkey", map[string]any{"Key": plain, "K": k})
 }
@@ -122,14 +112,20 @@ func (a *API) formNewKey(c echo.Context) error {
 // formRevokeKey revokes a run-time key.
 func (a *API) formRevokeKey(c echo.Context) error {
 	_, err := a.DropKey(c.Request().Context(), caller(c).Name, c.FormValue("org"), c.FormValue("id"))
+	if err != nil {
+		return refusedPage(c, err)
+	}
+	return back(c)
+}
+
+// refusedPage answers a form whose action failed: a Refusal as a page
+// saying why, anything else to Echo (500).
+func refusedPage(c echo.Context, err error) error {
 	var r *Refusal
 	if errors.As(err, &r) {
 		return pageError(c, r.Status, r.Message)
 	}
-	if err != nil {
-		return err
-	}
-	return back(c)
+	return err
 }
 
 // pageError answers a form with a page saying what was refused.

@@ -220,7 +220,8 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 		d.Cumulative = cumulative(days, modelDays, d.Teams[0].Ceiling, d.Forecast, start)
 	}
 	if d.CanEdit {
-		d.History = history(trail, org, team, a.teamLimits(org, team))
+		limits, _ := a.teamBudgets(org, team)
+		d.History = history(trail, limits)
 	}
 	if a.keys != nil {
 		d.KeyList = a.keys.ListKeys(org, team)
@@ -281,11 +282,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 // team with what they have used and the alerts of their period.
 func (a *API) budgetRows(ctx context.Context, org, team string) ([]budgetRow, error) {
 	limits, _, _ := a.budgets(org, team, "")
-	views, err := a.ceilingViews(ctx, limits)
-	if err != nil {
-		return nil, err
-	}
-	statuses, err := a.engine.Peek(ctx, limits)
+	views, statuses, err := a.ceilingViews(ctx, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -416,15 +413,9 @@ func render(c echo.Context, status int, name string, d any) error {
 	return pageTmpl.ExecuteTemplate(c.Response(), name, d)
 }
 
-// teamLimits are a team's budgets.
-func (a *API) teamLimits(org, team string) []budget.Limit {
-	limits, _, _ := a.budgets(org, team, "")
-	return limits
-}
-
 // history is the newest 50 changes of limits in the trail, their amounts
 // in each limit's unit.
-func history(trail []auditEntry, org, team string, limits []budget.Limit) []historyRow {
+func history(trail []auditEntry, limits []budget.Limit) []historyRow {
 	byBucket := map[string]budget.Limit{}
 	for _, l := range limits {
 		byBucket[l.Bucket] = l

@@ -214,11 +214,18 @@ func (sc scanner) nextO200k(i int) int {
 	if e := sc.upThenLow(i); e >= 0 {
 		return e
 	}
+	return sc.rest(i, c, size, true)
+}
+
+// rest is the alternatives both patterns end with, tried at i (whose rune
+// has class c and size): \p{N}{1,3}, then punctuation (slash: o200k's
+// trailing [\r\n/]*, else [\r\n]*), then white space.
+func (sc scanner) rest(i int, c uint8, size int, slash bool) int {
 	if c&cN != 0 {
 		e, _ := sc.run(i, cN, 3)
 		return e
 	}
-	if e := sc.punct(i, true); e >= 0 {
+	if e := sc.punct(i, slash); e >= 0 {
 		return e
 	}
 	if e := sc.space(i); e >= 0 {
@@ -281,15 +288,5 @@ func (sc scanner) nextCl100k(i int) int {
 		e, _ := sc.run(i, cL, -1)
 		return e
 	}
-	if c&cN != 0 {
-		e, _ := sc.run(i, cN, 3)
-		return e
-	}
-	if e := sc.punct(i, false); e >= 0 {
-		return e
-	}
-	if e := sc.space(i); e >= 0 {
-		return e
-	}
-	return i + size
+	return sc.rest(i, c, size, false)
 }

@@ -17,13 +17,17 @@ import (
 )
 
 // The report and ceiling commands against a running gateway.
-func TestReportAndCeilingCommands(t *testing.T) {
+// adminGateway serves a gateway with a ledger, run-time keys, a finance
+// token (tg-cfo), an admin token (tg-root), and team acme/ml with a $10
+// monthly budget and key tg-k; it returns its address.
+func adminGateway(t *testing.T) string {
+	t.Helper()
 	sim, err := simulated.New(simulated.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	up := httptest.NewServer(sim)
-	defer up.Close()
+	t.Cleanup(up.Close)
 	src := `
 ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
 keys_path: ` + filepath.Join(t.TempDir(), "keys.json") + `
@@ -34,6 +38,11 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
         keys: [{id: k, hash: "` + policy.HashKey("tg-k") + `"}]}]}]
 `
 	url, _ := apptest.Serve(t, src, nil)
+	return url
+}
+
+func TestReportAndCeilingCommands(t *testing.T) {
+	url := adminGateway(t)
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer tg-k")
 	resp, err := http.DefaultClient.Do(req)
@@ -139,21 +148,7 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 // what a shell leaves of an unquoted "$1200"), and the confirmation rule:
 // a cut below the period's spend, or by more than half, needs --yes.
 func TestCeilingMoneyFormatsAndConfirmation(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	defer up.Close()
-	src := `
-ledger_path: ` + filepath.Join(t.TempDir(), "ledger.jsonl") + `
-admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo") + `", role: finance}]
-upstreams: [{name: sim, base_url: "` + up.URL + `/v1", models: [m]}]
-models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 100}}
-orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}],
-        keys: [{id: k, hash: "` + policy.HashKey("tg-k") + `"}]}]}]
-`
-	url, _ := apptest.Serve(t, src, nil)
+	url := adminGateway(t)
 	cli := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := run(context.Background(), append(args, "--url", url, "--token", "tg-cfo"), &out, &errOut)

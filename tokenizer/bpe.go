@@ -16,13 +16,13 @@ import (
 // language repeat —, and long texts cut at line starts and counted on
 // every core.
 type fast struct {
-	ranks  map[string]int
+	ranks  *rankTable
 	next   func(sc scanner, i int) int
 	pieces *pieceCache
 }
 
 func newFast(encoding string, ranks map[string]int) *fast {
-	f := &fast{ranks: ranks, pieces: newPieceCache()}
+	f := &fast{ranks: newRankTable(ranks), pieces: newPieceCache()}
 	switch encoding {
 	case "o200k_base":
 		f.next = scanner.nextO200k
@@ -74,7 +74,7 @@ func (f *fast) countRange(s string) int64 {
 
 // piece is the token count of one piece.
 func (f *fast) piece(p string) int64 {
-	if _, ok := f.ranks[p]; ok {
+	if _, ok := f.ranks.rank(p); ok {
 		return 1
 	}
 	if n, ok := f.pieces.get(p); ok {
@@ -137,7 +137,7 @@ func asRunes(s string) string {
 // mergeCount is how many tokens byte-pair merging makes of piece: the
 // lowest-ranked adjacent pair is merged until no pair is a token — the
 // algorithm of tiktoken (and tiktoken-go's bytePairMerge), counting.
-func mergeCount(piece string, ranks map[string]int) int {
+func mergeCount(piece string, ranks *rankTable) int {
 	type part struct{ start, rank int }
 	var stack [64]part
 	parts := stack[:0]
@@ -149,7 +149,7 @@ func mergeCount(piece string, ranks map[string]int) int {
 	}
 	rank := func(i, skip int) int {
 		if i+skip+2 < len(parts) {
-			if r, ok := ranks[piece[parts[i].start:parts[i+skip+2].start]]; ok {
+			if r, ok := ranks.rank(piece[parts[i].start:parts[i+skip+2].start]); ok {
 				return r
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -112,16 +113,18 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
-	var msgs []chatMessage
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return 0, badRequest("messages", "must be an array of message objects")
+	msgs, ok := decodeMessages(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return 0, badRequest("messages", "must be an array of message objects")
+		}
 	}
 	if len(msgs) == 0 {
 		return 0, badRequest("messages", "must not be empty")
 	}
 	counted := make([]tokenizer.ChatMessage, len(msgs))
 	for i, msg := range msgs {
-		param := fmt.Sprintf("messages[%d]", i)
+		param := "messages[" + strconv.Itoa(i) + "]"
 		if msg.Role == "" {
 			return 0, badRequest(param+".role", "%s.role is required", param)
 		}
@@ -177,16 +180,18 @@ func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param 
 		return nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, ok := jsonStr(raw)
+		if !ok {
 			return badRequest(param, "must be a string or an array of parts")
 		}
 		cm.Texts = append(cm.Texts, s)
 		return nil
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return badRequest(param, "must be a string or an array of parts")
+	parts, ok := decodeTextParts(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return badRequest(param, "must be a string or an array of parts")
+		}
 	}
 	for i, p := range parts {
 		switch p.Type {

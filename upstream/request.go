@@ -213,9 +213,11 @@ func (r *Request) str(key string, dst *string) error {
 	if !ok || isNull(raw) {
 		return nil
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	v, ok := jsonStr(raw)
+	if !ok {
 		return badRequest(key, "must be a string")
 	}
+	*dst = strings.Clone(v) // v points into the body
 	return nil
 }
 
@@ -480,7 +482,9 @@ func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, er
 		return 0, false, nil
 	}
 	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil && -1<<53 <= n && n <= 1<<53 {
+		f = float64(n) // the common spelling: exact, with no need for encoding/json
+	} else if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
 		return 0, false, badRequest(key, "must be an integer")
 	}
 	if f < 1 || f > float64(maxValue) {

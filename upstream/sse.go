@@ -236,11 +236,7 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if !raw.IsObject() {
 		return false, nil
 	}
-	var w wireUsage
-	if err := json.Unmarshal([]byte(raw.Raw), &w); err != nil {
-		return false, fmt.Errorf("upstream: stream usage: %w", err)
-	}
-	u, err := w.usage()
+	u, err := decodeUsage(raw)
 	if err != nil {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 
@@ -67,10 +68,99 @@ func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
 	if !raw.IsObject() {
 		return budget.Usage{}, false
 	}
+	u, err := decodeUsage(raw)
+	return u, err == nil
+}
+
+// decodeUsage reads an OpenAI usage object (raw, valid JSON). Its common
+// form — known fields, integers, no duplicate — is read directly; any
+// other goes through encoding/json, whose reading the direct one equals
+// (FuzzDecodeUsage).
+func decodeUsage(raw gjson.Result) (budget.Usage, error) {
+	if u, ok := usageFields(raw); ok {
+		if err := u.Validate(); err != nil {
+			return budget.Usage{}, err
+		}
+		return u, nil
+	}
 	var w wireUsage
 	if err := json.Unmarshal([]byte(raw.Raw), &w); err != nil {
-		return budget.Usage{}, false
+		return budget.Usage{}, err
 	}
-	u, err := w.usage()
-	return u, err == nil
+	return w.usage()
+}
+
+var (
+	usageNames      = []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	promptDetails   = []string{"cached_tokens", "audio_tokens"}
+	completeDetails = []string{"reasoning_tokens", "audio_tokens"}
+)
+
+// usageFields is wireUsage.usage of raw's common form, before validation;
+// ok is false for any other form, and for a usage with no prompt_tokens.
+func usageFields(raw gjson.Result) (u budget.Usage, ok bool) {
+	if !raw.IsObject() {
+		return u, false
+	}
+	var seen uint8
+	ok = true
+	raw.ForEach(func(k, v gjson.Result) bool {
+		f := field(k, usageNames)
+		if f == -1 {
+			return true
+		}
+		if f < 0 || seen&(1<<f) != 0 {
+			ok = false
+			return false
+		}
+		seen |= 1 << f
+		switch f {
+		case 0:
+			u.InputTokens, ok = integer(v)
+		case 1:
+			u.OutputTokens, ok = integer(v)
+		case 2:
+			ok = details(v, promptDetails, &u.CachedInputTokens, &u.InputAudioTokens)
+		case 3:
+			ok = details(v, completeDetails, &u.ReasoningTokens, &u.OutputAudioTokens)
+		}
+		return ok
+	})
+	return u, ok && seen&1 != 0
+}
+
+// details reads an object of two integer fields, names, into a and b.
+func details(v gjson.Result, names []string, a, b *int64) bool {
+	if !v.IsObject() {
+		return false
+	}
+	var seen uint8
+	ok := true
+	v.ForEach(func(k, v gjson.Result) bool {
+		f := field(k, names)
+		if f == -1 {
+			return true
+		}
+		if f < 0 || seen&(1<<f) != 0 {
+			ok = false
+			return false
+		}
+		seen |= 1 << f
+		if f == 0 {
+			*a, ok = integer(v)
+		} else {
+			*b, ok = integer(v)
+		}
+		return ok
+	})
+	return ok
+}
+
+// integer is a JSON number that encoding/json decodes into an int64.
+func integer(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.Number {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Raw, 10, 64)
+	return n, err == nil
 }

@@ -1,0 +1,193 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// The chat messages are most of what a request's estimate decodes, and
+// encoding/json decodes them by reflection after scanning them once more
+// for validity: a fifth of the gateway's own instructions per request.
+// The decoders here read the common shape of messages and content parts
+// from the body, which ParseRequest has validated, and give up (ok false)
+// on anything else — a duplicate or escaped key, a null where a string
+// goes, a part with fields other than type and text —, where the caller
+// decodes with encoding/json as before. So the result is encoding/json's
+// by construction, which FuzzDecodeMessages checks.
+//
+// Their strings point into the body: they are counted, never kept.
+
+// decodeMessages is json.Unmarshal(raw, &msgs) for messages that are
+// objects with fields of the expected types.
+func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
+	v := view(raw)
+	if !v.IsArray() {
+		return nil, false
+	}
+	ok = true
+	msgs = []chatMessage{}
+	v.ForEach(func(_, item gjson.Result) bool {
+		var m chatMessage
+		if m, ok = decodeMessage(item); ok {
+			msgs = append(msgs, m)
+		}
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return msgs, true
+}
+
+// messageFields are chatMessage's fields; seen records which a message
+// has set, to give up on a duplicate.
+var messageFields = []string{"role", "name", "content", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"}
+
+func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
+	if !v.IsObject() {
+		return m, false
+	}
+	var seen uint16
+	ok = true
+	v.ForEach(func(k, val gjson.Result) bool {
+		f := field(k, messageFields)
+		if f < 0 {
+			ok = f == -1 // -1: a name chatMessage does not have
+			return ok
+		}
+		if seen&(1<<f) != 0 {
+			ok = false
+			return false
+		}
+		seen |= 1 << f
+		switch messageFields[f] {
+		case "role":
+			m.Role, ok = str(val)
+		case "name":
+			m.Name, ok = str(val)
+		case "tool_call_id":
+			m.ToolCallID, ok = str(val)
+		case "refusal":
+			m.Refusal, ok = str(val)
+		case "content":
+			m.Content = rawBytes(val)
+		case "function_call":
+			m.FunctionCall = rawBytes(val)
+		case "audio":
+			m.Audio = rawBytes(val)
+		case "tool_calls":
+			if !val.IsArray() {
+				ok = false
+				break
+			}
+			m.ToolCalls = []json.RawMessage{}
+			val.ForEach(func(_, tc gjson.Result) bool {
+				m.ToolCalls = append(m.ToolCalls, rawBytes(tc))
+				return true
+			})
+		}
+		return ok
+	})
+	return m, ok
+}
+
+// decodeTextParts is json.Unmarshal(raw, &parts) for parts that have a
+// type and text and nothing else.
+func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
+	v := view(raw)
+	if !v.IsArray() {
+		return nil, false
+	}
+	ok = true
+	parts = []contentPart{}
+	v.ForEach(func(_, item gjson.Result) bool {
+		if !item.IsObject() {
+			ok = false
+			return false
+		}
+		var p contentPart
+		var seen uint16
+		item.ForEach(func(k, val gjson.Result) bool {
+			f := field(k, partTextFields)
+			if f < 0 || seen&(1<<f) != 0 {
+				ok = false // another field of contentPart, or an unknown one: encoding/json decides
+				return false
+			}
+			seen |= 1 << f
+			if f == 0 {
+				p.Type, ok = str(val)
+			} else {
+				p.Text, ok = str(val)
+			}
+			return ok
+		})
+		parts = append(parts, p)
+		return ok
+	})
+	if !ok {
+		return nil, false
+	}
+	return parts, true
+}
+
+var partTextFields = []string{"type", "text"}
+
+// field is the index in names of the key k; -1 for a plain key that is
+// none of them, -2 for a key encoding/json might match differently: one
+// with an escape, or one that is a name but for case.
+func field(k gjson.Result, names []string) int {
+	if strings.IndexByte(k.Raw, '\\') >= 0 {
+		return -2
+	}
+	key := k.Raw[1 : len(k.Raw)-1]
+	for i, n := range names {
+		if n == key {
+			return i
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(n, key) {
+			return -2
+		}
+	}
+	return -1
+}
+
+// str is a JSON string's value as encoding/json decodes it; ok is false
+// for anything else (a null too: encoding/json leaves the field as it
+// was, which the caller's zero value would not tell).
+func str(v gjson.Result) (string, bool) {
+	if v.Type != gjson.String {
+		return "", false
+	}
+	s := v.Raw[1 : len(v.Raw)-1]
+	if strings.IndexByte(s, '\\') < 0 && utf8.ValidString(s) {
+		return s, true
+	}
+	// Escapes, or bytes that are not UTF-8 (which encoding/json turns
+	// into U+FFFD): its own unquoting, on this one string.
+	var out string
+	if err := json.Unmarshal([]byte(v.Raw), &out); err != nil {
+		return "", false
+	}
+	return out, true
+}
+
+// rawBytes is v's JSON text, as a json.RawMessage field receives it.
+func rawBytes(v gjson.Result) json.RawMessage {
+	return unsafe.Slice(unsafe.StringData(v.Raw), len(v.Raw))
+}
+
+// jsonStr decodes raw, a JSON string, as encoding/json does.
+func jsonStr(raw []byte) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	return str(view(raw))
+}

@@ -1,0 +1,111 @@
+package upstream
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/budget"
+)
+
+// FuzzDecodeMessages: where the hand decoders of messages and text parts
+// answer, they answer what encoding/json does — the same fields, the same
+// strings, the same raw values —, and refuse nothing it accepts... except
+// by giving up, which sends the caller to encoding/json itself.
+func FuzzDecodeMessages(f *testing.F) {
+	for _, s := range []string{
+		`[{"role":"user","content":"hi"}]`,
+		`[{"role":"system","content":"Be brief.","name":"x"},{"role":"user","content":[{"type":"text","text":"a\u00e9\ud83d\ude00"}]}]`,
+		`[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}],"content":null}]`,
+		`[{"role":"tool","tool_call_id":"c","content":"42","refusal":"no","audio":{"id":"a"},"function_call":{"name":"f"}}]`,
+		`[{"role":"user","role":"system"}]`, `[{"Role":"user"}]`, `[{"r\u006fle":"user"}]`, `[{"\u017fole":"x","name":null}]`,
+		`[{"role":"\xff\xfe","content":"\"q\" \\ \n"}]`, `[null]`, `[1]`, `{}`, `[]`, `null`, `"s"`,
+		`[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"u"}}]}]`,
+		`[{"role":"user","tool_calls":null}]`, `[{"role":"user","tool_calls":{}}]`, `[{"role":7}]`,
+		`[{"type":"text","text":"x"},{"TYPE":"text"}]`, `[{"type":"text","text":null}]`, `[{"type":"text","type":"image_url"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		if got, ok := decodeMessages(raw); ok {
+			var want []chatMessage
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("decodeMessages took %s, encoding/json refuses it: %v", raw, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeMessages(%s)\n got %#v\nwant %#v", raw, got, want)
+			}
+		}
+		if got, ok := decodeTextParts(raw); ok {
+			var want []contentPart
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("decodeTextParts took %s, encoding/json refuses it: %v", raw, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeTextParts(%s)\n got %#v\nwant %#v", raw, got, want)
+			}
+		}
+		if got, ok := jsonStr(raw); ok {
+			var want string
+			if err := json.Unmarshal(raw, &want); err != nil || got != want {
+				t.Fatalf("jsonStr(%s) = %q, encoding/json: %q, %v", raw, got, want, err)
+			}
+		}
+	})
+}
+
+// TestDecodersTakeTheCommonShape: the fast path is the one taken by the
+// requests clients send (else it would save nothing), and gives up where
+// encoding/json's answer differs from a plain reading.
+func TestDecodersTakeTheCommonShape(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"hi"}],"name":"n"}]`:               true,
+		`[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]`: true,
+		`[{"role":"user","role":"system"}]`: false, // a duplicate: encoding/json's last wins, and its merge rules
+		`[{"Role":"user"}]`:                 false, // encoding/json folds case
+		`[{"role":null}]`:                   false, // null leaves a string as it was
+		`[null]`:                            false,
+	} {
+		if _, ok := decodeMessages([]byte(raw)); ok != want {
+			t.Errorf("decodeMessages(%s): fast path %v, want %v", raw, ok, want)
+		}
+	}
+	if _, ok := decodeTextParts([]byte(`[{"type":"text","text":"a"},{"text":"b","type":"input_text"}]`)); !ok {
+		t.Error("text parts took the slow path")
+	}
+	if _, ok := decodeTextParts([]byte(`[{"type":"image_url","image_url":{"url":"u"}}]`)); ok {
+		t.Error("an image part took the text parts' path")
+	}
+}
+
+// FuzzDecodeUsage: the direct reading of a usage object answers what
+// encoding/json's does, figures and refusals alike.
+func FuzzDecodeUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":12,"completion_tokens":50,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0}}`,
+		`{"prompt_tokens":1,"prompt_tokens":2}`, `{"Prompt_Tokens":3}`, `{"prompt_tokens":1.5}`, `{"prompt_tokens":1e2}`,
+		`{"prompt_tokens":-1}`, `{"prompt_tokens":null}`, `{"completion_tokens":4}`, `{"prompt_tokens":"5"}`,
+		`{"prompt_tokens":5,"prompt_tokens_details":null}`, `{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":9}}`,
+		`{"prompt_tokens":99999999999999999999}`, `{"pr\u006fmpt_tokens":5}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		v := view(raw)
+		got, gotErr := decodeUsage(v)
+		var w wireUsage
+		want, wantErr := budget.Usage{}, json.Unmarshal(raw, &w)
+		if wantErr == nil {
+			want, wantErr = w.usage()
+		}
+		if (gotErr == nil) != (wantErr == nil) || got != want {
+			t.Fatalf("decodeUsage(%s) = %+v, %v; encoding/json: %+v, %v", raw, got, gotErr, want, wantErr)
+		}
+	})
+}

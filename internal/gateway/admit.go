@@ -148,7 +148,7 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 		pre = cl.entry()
 	}
 	r, res, err := g.engine.ReserveFor(ctx, cl.limits, cl.estimate, pre)
-	g.metrics.StoreLatency.WithLabelValues("reserve").Observe(g.now().Sub(start).Seconds())
+	g.metrics.ReserveLatency.Observe(g.now().Sub(start).Seconds())
 	degraded := errors.Is(err, budget.ErrStoreUnavailable)
 	if degraded {
 		g.metrics.StoreErrors.WithLabelValues("reserve").Inc()

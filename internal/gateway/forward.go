@@ -130,9 +130,10 @@ func (g *Gateway) queued(ctx context.Context, cl *Call, t *target, refused *Upst
 		return func() {}, nil
 	}
 	start := g.now()
-	g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len() + 1))
+	s := g.metrics.UpstreamOf(t.name)
+	s.QueueDepth.Set(float64(t.queue.Len() + 1))
 	rel, ra, err := t.queue.Wait(ctx, cl.principal.Team, cl.estimate.Tokens)
-	g.metrics.QueueDepth.WithLabelValues(t.name).Set(float64(t.queue.Len()))
+	s.QueueDepth.Set(float64(t.queue.Len()))
 	result := "admitted"
 	switch {
 	case errors.Is(err, queue.ErrFull):
@@ -142,7 +143,7 @@ func (g *Gateway) queued(ctx context.Context, cl *Call, t *target, refused *Upst
 	case err != nil:
 		result = "cancelled"
 	}
-	g.metrics.QueueWait.WithLabelValues(t.name, result).Observe(g.now().Sub(start).Seconds())
+	s.QueueWait[result].Observe(g.now().Sub(start).Seconds())
 	if err != nil {
 		refused.note(map[bool]string{true: "upstream_queue_full", false: "upstream_queue_timeout"}[errors.Is(err, queue.ErrFull)], ra)
 		return nil, err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 )
 
 // observeBudgets sets the utilisation of every budget and rate limit a
@@ -19,29 +20,26 @@ func (g *Gateway) observeBudgets(cl *Call, res budget.Result) {
 			continue
 		}
 		used := float64(s.Capacity-s.Remaining) / float64(s.Capacity)
-		switch l.Kind {
-		case budget.Ceiling:
-			g.metrics.BudgetUsed.WithLabelValues(l.Scope.String(), cl.principal.Team, l.Name).Set(used)
-		case budget.Rate:
-			g.metrics.RateUsed.WithLabelValues(l.Scope.String(), cl.principal.Team, l.Name).Set(used)
+		if l.Kind == budget.Ceiling || l.Kind == budget.Rate {
+			g.metrics.Budget(metrics.BudgetLabels{Rate: l.Kind == budget.Rate, Scope: l.Scope.String(), Team: cl.principal.Team, Name: l.Name}).Set(used)
 		}
 	}
 }
 
 // observeUsage records what a served request cost.
 func (g *Gateway) observeUsage(cl *Call, u budget.Usage, actual budget.Amounts) {
-	team, model := cl.principal.Team, cl.model
-	g.metrics.SpendMicros.WithLabelValues(team, model).Add(float64(actual.Cost))
-	g.metrics.Tokens.WithLabelValues(team, model, "input").Add(float64(u.InputTokens - u.CachedInputTokens))
-	g.metrics.Tokens.WithLabelValues(team, model, "cached_input").Add(float64(u.CachedInputTokens))
-	g.metrics.Tokens.WithLabelValues(team, model, "output").Add(float64(u.OutputTokens))
-	g.metrics.Tokens.WithLabelValues(team, model, "reasoning").Add(float64(u.ReasoningTokens))
+	s := g.metrics.UsageOf(cl.principal.Team, cl.model)
+	s.SpendMicros.Add(float64(actual.Cost))
+	s.Input.Add(float64(u.InputTokens - u.CachedInputTokens))
+	s.CachedInput.Add(float64(u.CachedInputTokens))
+	s.Output.Add(float64(u.OutputTokens))
+	s.Reasoning.Add(float64(u.ReasoningTokens))
 	if cl.estimate.Cost > 0 {
-		g.metrics.EstimateRatio.WithLabelValues(model).Observe(float64(actual.Cost) / float64(cl.estimate.Cost))
+		s.EstimateRatio.Observe(float64(actual.Cost) / float64(cl.estimate.Cost))
 	}
 	if u.Estimated {
-		g.metrics.UsageEstimated.WithLabelValues(model).Inc()
+		s.Estimated.Inc()
 	} else if p := cl.served; p != nil && p.prep.InputTokens > 0 {
-		g.metrics.InputRatio.WithLabelValues(p.dep.model.Name).Observe(float64(u.InputTokens) / float64(p.prep.InputTokens))
+		g.metrics.InputRatioOf(p.dep.model.Name).Observe(float64(u.InputTokens) / float64(p.prep.InputTokens))
 	}
 }

@@ -35,6 +35,11 @@ type Metrics struct {
 	StreamsCut         *prometheus.CounterVec
 	Bypasses           *prometheus.CounterVec
 	Alerts             *prometheus.CounterVec
+
+	// ReserveLatency and SettleLatency are StoreLatency's two series.
+	ReserveLatency, SettleLatency prometheus.Observer
+
+	series series
 }
 
 // New creates the collectors and registers them on reg.
@@ -139,6 +144,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tollgate_budget_alerts_total",
 		Help: "Budget threshold alerts this instance sent (each fires once per period across all instances), by scope, team, budget and threshold percent.",
 	}, []string{"scope", "team", "budget", "threshold"})
+	m.initSeries()
 	reg.MustRegister(m.StreamsCut, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.RateUsed, m.StoreLatency, m.StoreErrors,

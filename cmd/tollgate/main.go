@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
 	"github.com/tollgate-dev/tollgate/internal/demo"
+	"github.com/tollgate-dev/tollgate/internal/jsonlog"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -107,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(jsonlog.New(w)), nil
 	case "text":
 		return slog.New(slog.NewTextHandler(w, nil)), nil
 	}

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 )
 
 // Finish is the sequence's last step: it settles cl's reservation against
@@ -24,7 +26,7 @@ func (g *Gateway) Finish(ctx context.Context, cl *Call) {
 
 // Done counts cl by how it ended. Call it once, however far cl got.
 func (g *Gateway) Done(cl *Call) {
-	g.metrics.Requests.WithLabelValues(cl.req.Route, cl.principal.Team, cl.Model(), cl.outcome).Inc()
+	g.metrics.Request(metrics.RequestLabels{Route: cl.req.Route, Team: cl.principal.Team, Model: cl.Model(), Outcome: cl.outcome}).Inc()
 }
 
 func (g *Gateway) finish(ctx context.Context, cl *Call) {
@@ -64,12 +66,15 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	if served {
 		g.observeUsage(cl, u, actual)
 	}
-	g.log.Info("request",
-		"request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
-		"model", cl.model, "stream", cl.llm.Stream, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
-		"served", served, "estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost),
-		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "usage_estimated", u.Estimated,
-		"duration_ms", g.now().Sub(cl.start).Milliseconds())
+	// Typed attributes: the line is written at every request, and an
+	// untyped argument is boxed (an allocation) before it is written.
+	g.log.LogAttrs(ctx, slog.LevelInfo, "request",
+		slog.String("request_id", cl.id), slog.String("org", cl.principal.Org), slog.String("team", cl.principal.Team), slog.String("key", cl.principal.Key),
+		slog.String("model", cl.model), slog.Bool("stream", cl.llm.Stream), slog.String("reservation", e.ReservationID), slog.String("outcome", outcome.String()),
+		slog.String("degraded", cl.degraded), slog.String("bypass", cl.bypass),
+		slog.Bool("served", served), slog.Int64("estimate_usd_micros", int64(cl.estimate.Cost)), slog.Int64("actual_usd_micros", int64(actual.Cost)),
+		slog.Int64("input_tokens", u.InputTokens), slog.Int64("output_tokens", u.OutputTokens), slog.Bool("usage_estimated", u.Estimated),
+		slog.Int64("duration_ms", g.now().Sub(cl.start).Milliseconds()))
 }
 
 // settle charges cl's reservation the actual amounts and hands the ledger
@@ -85,7 +90,7 @@ func (g *Gateway) settle(ctx context.Context, cl *Call, e *budget.Entry, actual 
 		start := g.now()
 		var err error
 		outcome, err = cl.engine.SettleEntry(ctx, cl.reservation, actual, e)
-		g.metrics.StoreLatency.WithLabelValues("settle").Observe(g.now().Sub(start).Seconds())
+		g.metrics.SettleLatency.Observe(g.now().Sub(start).Seconds())
 		if err != nil {
 			g.metrics.StoreErrors.WithLabelValues("settle").Inc()
 			g.log.Error("settling", "request_id", cl.id, "reservation", e.ReservationID, "err", err)

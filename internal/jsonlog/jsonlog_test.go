@@ -1,0 +1,109 @@
+package jsonlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestSameBytesAsSlog: for random records — strings of every class of
+// character (quotes, control characters, U+2028, bytes that are not
+// UTF-8), integers, booleans, durations, times in several zones and
+// seconds, and the kinds handed on (errors, floats, groups) — the handler
+// writes exactly what slog.JSONHandler writes.
+func TestSameBytesAsSlog(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("x", -(3*3600 + 30*60)), time.FixedZone("y", 5*3600+45*60)}
+	pieces := []string{"a", "request", " ", `"`, `\`, "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "é", "世界", "😀", "\u2028", "\u2029", "\xff", "\xe2\x80", "<>&", "}"}
+	str := func() string {
+		var b []byte
+		for range rng.IntN(6) {
+			b = append(b, pieces[rng.IntN(len(pieces))]...)
+		}
+		return string(b)
+	}
+	base := time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)
+	var want, got bytes.Buffer
+	ref := slog.NewJSONHandler(&want, nil)
+	h := New(&got)
+	fast := 0
+	for i := range 20000 {
+		tm := base.Add(time.Duration(rng.Int64N(int64(3 * time.Second)))).In(zones[rng.IntN(len(zones))])
+		switch rng.IntN(10) {
+		case 0:
+			tm = tm.Truncate(time.Second)
+		case 1:
+			tm = tm.Truncate(time.Millisecond)
+		case 2:
+			tm = time.Time{}
+		}
+		r := slog.NewRecord(tm, slog.Level(rng.IntN(16)-4), str(), 0)
+		for range rng.IntN(25) {
+			key := str()
+			if rng.IntN(100) != 0 {
+				key = "k" + key // an empty key now and then: slog's handler writes it
+			}
+			switch rng.IntN(12) {
+			case 0, 1, 2, 3:
+				r.AddAttrs(slog.String(key, str()))
+			case 4, 5:
+				r.AddAttrs(slog.Int64(key, rng.Int64()-rng.Int64()))
+			case 6:
+				r.AddAttrs(slog.Uint64(key, rng.Uint64()))
+			case 7:
+				r.AddAttrs(slog.Bool(key, rng.IntN(2) == 0))
+			case 8:
+				r.AddAttrs(slog.Duration(key, time.Duration(rng.Int64N(1e12))))
+			case 9:
+				if rng.IntN(20) == 0 {
+					r.AddAttrs(slog.Any(key, errors.New(str())))
+				}
+			case 10:
+				if rng.IntN(20) == 0 {
+					r.AddAttrs(slog.Float64(key, rng.Float64()))
+				}
+			case 11:
+				if rng.IntN(20) == 0 {
+					r.AddAttrs(slog.Group(key, slog.Int("n", 1)))
+				}
+			}
+		}
+		want.Reset()
+		got.Reset()
+		if err := ref.Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Handle(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("record %d:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
+		}
+		if b, ok := h.appendRecord(nil, r); ok && len(b) > 0 {
+			fast++
+		}
+	}
+	if fast < 15000 {
+		t.Errorf("only %d of 20,000 records took the fast path", fast)
+	}
+}
+
+// TestDerivedAndDisabled: levels below Info are not written, and a derived
+// logger writes what slog's does.
+func TestDerivedAndDisabled(t *testing.T) {
+	var want, got bytes.Buffer
+	ref := slog.New(slog.NewJSONHandler(&want, nil))
+	l := slog.New(New(&got))
+	for _, lg := range []*slog.Logger{ref, l} {
+		lg.Debug("hidden")
+		lg.With("component", "ledger").WithGroup("g").Info("shipped", "n", 3)
+	}
+	strip := func(b []byte) []byte { return bytes.SplitN(b, []byte(`"level"`), 2)[1] } // the times differ
+	if !bytes.Equal(strip(got.Bytes()), strip(want.Bytes())) {
+		t.Fatalf("got %s\nwant %s", got.Bytes(), want.Bytes())
+	}
+}

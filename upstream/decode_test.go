@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -108,4 +110,32 @@ func FuzzDecodeUsage(f *testing.F) {
 			t.Fatalf("decodeUsage(%s) = %+v, %v; encoding/json: %+v, %v", raw, got, gotErr, want, wantErr)
 		}
 	})
+}
+
+// FuzzValidJSON: validJSON is json.Valid.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[`, `]`, `{"a":1,}`, `01`, `-`, `1.`, `1e`, `-0.5E+3`,
+		`"\x01"`, `"\ud800"`, `"\q"`, `"\xff"`, " \t\r\n[] ", `tru`, `nulls`, `{"a" 1}`, `[1 2]`, `"`, `"\"`, `{"]":"["}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid: %v", b, got, want)
+		}
+	})
+}
+
+// TestValidJSONDepth: nesting up to encoding/json's limit is valid, one
+// more is not — and is refused before gjson's recursion sees it.
+func TestValidJSONDepth(t *testing.T) {
+	for _, n := range []int{maxDepth - 1, maxDepth, maxDepth + 1, 1 << 20} {
+		b := append(bytes.Repeat([]byte("["), n), bytes.Repeat([]byte("]"), n)...)
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Errorf("depth %d: validJSON %v, json.Valid %v", n, got, want)
+		}
+		o := []byte(strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n))
+		if got, want := validJSON(o), json.Valid(o); got != want {
+			t.Errorf("object depth %d: validJSON %v, json.Valid %v", n, got, want)
+		}
+	}
 }

@@ -161,7 +161,7 @@ type member struct {
 // value is a slice of body, nothing is copied or decoded that the
 // estimate does not read.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil, badRequest("", "the body is not a JSON object")
 	}
 	root := view(body)

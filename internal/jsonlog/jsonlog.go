@@ -170,12 +170,14 @@ func (h *Handler) appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
 func appendEscaped(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -210,3 +212,12 @@ func appendEscaped(b []byte, s string) []byte {
 }
 
 const hex = "0123456789abcdef"
+
+// plain are the bytes written as they are: ASCII but for control
+// characters, '"' and '\\'.
+var plain = func() (p [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		p[c] = c != '"' && c != '\\'
+	}
+	return p
+}()

@@ -158,3 +158,28 @@ func TestMoneyDollars(t *testing.T) {
 		}
 	}
 }
+
+// TestPeriodIDIsTheCalendarFormat: the digits written by hand are what
+// time.Format writes, in several zones, years and around midnights.
+func TestPeriodIDIsTheCalendarFormat(t *testing.T) {
+	zones := []*time.Location{nil, time.UTC, time.FixedZone("w", -11*3600), time.FixedZone("e", 14*3600), time.FixedZone("n", 5*3600+45*60)}
+	for i := range 20000 {
+		sec := int64(i)*7919*3607 - 3e9
+		if i%50 == 0 {
+			sec = int64(i)*1e8 - 62135596800 + 86399 // years 0001 and later, at the edge of a day
+		}
+		tm := time.Unix(sec, 0)
+		for _, loc := range zones {
+			lt := tm.In(time.UTC)
+			if loc != nil {
+				lt = tm.In(loc)
+			}
+			if got, want := budget.PeriodID(budget.Day, tm, loc), lt.Format("2006-01-02"); got != want {
+				t.Fatalf("PeriodID(Day, %v, %v) = %q, want %q", tm, loc, got, want)
+			}
+			if got, want := budget.PeriodID(budget.Month, tm, loc), lt.Format("2006-01"); got != want {
+				t.Fatalf("PeriodID(Month, %v, %v) = %q, want %q", tm, loc, got, want)
+			}
+		}
+	}
+}

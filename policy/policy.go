@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -40,6 +41,8 @@ type Principal struct {
 	// unlimited keys are never refused by a limit (counted as bypasses).
 	unlimited bool
 	slots     int64 // config.ShardSlots
+	// byModel keeps modelLimits' answers.
+	byModel *modelLimits
 }
 
 // Unlimited reports whether the key is never refused by a limit.
@@ -125,15 +128,51 @@ func (p *Principal) policyLimits(k RequestKey) []policyLimit {
 			out = append(out, wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc)))
 		}
 	}
-	for _, l := range p.perModel[k.Model] {
-		out = append(out, wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, k.Model), p.loc)))
+	return append(out, p.modelLimits(k.Model)...)
+}
+
+// modelLimits are the limits model adds to a request by this key: its
+// per-model limits and spend meters. They are compiled once per model:
+// escaping and joining their bucket names cost more than the rest of the
+// key's limits.
+func (p *Principal) modelLimits(model string) []policyLimit {
+	if model == "" {
+		return nil
 	}
-	if k.Model != "" {
-		for _, m := range p.Meters(k.Model) {
-			out = append(out, policyLimit{limit: m})
+	c := p.byModel
+	if c != nil {
+		c.mu.RLock()
+		pls, ok := c.m[model]
+		c.mu.RUnlock()
+		if ok {
+			return pls
 		}
 	}
-	return out
+	var pls []policyLimit
+	for _, l := range p.perModel[model] {
+		pls = append(pls, wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, model), p.loc)))
+	}
+	for _, m := range p.Meters(model) {
+		pls = append(pls, policyLimit{limit: m})
+	}
+	pls = slices.Clip(pls) // the caller appends: never into this array
+	if c != nil {
+		c.mu.Lock()
+		if len(c.m) < maxModelsKept {
+			c.m[model] = pls
+		}
+		c.mu.Unlock()
+	}
+	return pls
+}
+
+// maxModelsKept bounds a key's compiled model limits (the models a key
+// may name are the configured ones; this guards against any other).
+const maxModelsKept = 256
+
+type modelLimits struct {
+	mu sync.RWMutex
+	m  map[string][]policyLimit
 }
 
 // Spend meters: every request is also charged, in µ$, to its key × model
@@ -199,7 +238,8 @@ func NewDirectory(c *config.Config, extra map[[2]string][]config.Key) (*Director
 				keys = extra[[2]string{o.ID, t.ID}]
 			}
 			for _, k := range keys {
-				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited, slots: slots}
+				p := &Principal{Org: o.ID, Team: t.ID, Key: k.ID, perUser: t.UserLimits, perModel: t.ModelLimits, loc: loc, unlimited: k.Unlimited, slots: slots,
+					byModel: &modelLimits{m: map[string][]policyLimit{}}}
 				raw, err := hex.DecodeString(strings.TrimPrefix(k.Hash, "sha256:"))
 				if err != nil || len(raw) != 32 {
 					return nil, fmt.Errorf("policy: key %s/%s: bad hash", o.ID, k.ID)

@@ -80,6 +80,15 @@ func TestPrincipalLimits(t *testing.T) {
 			if got := buckets(ls); !slices.Equal(got, tc.want) {
 				t.Fatalf("buckets:\n got %q\nwant %q", got, tc.want)
 			}
+			// The model's limits are compiled once and kept: a second
+			// request gets the same, whatever the first did to its copy.
+			for i := range ls {
+				ls[i].Bucket = "changed"
+			}
+			if got := buckets(p.Limits(RequestKey{User: tc.user, Model: tc.model})); !slices.Equal(got, tc.want) {
+				t.Fatalf("second request's buckets:\n got %q\nwant %q", got, tc.want)
+			}
+			ls = p.Limits(RequestKey{User: tc.user, Model: tc.model})
 			for _, l := range ls {
 				if err := l.Validate(); err != nil {
 					t.Fatal(err)

@@ -34,7 +34,7 @@ redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:
 redis_store exact "    exact: true\n" >"$dir/exact.yaml"
 redis_store leased "" >"$dir/leased.yaml"
 "$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
-body() { printf '{"model":"%s","max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1"; }
+body() { printf '{"model":"%s",%s"max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1" "${2:-}"; }
 json=$(body gpt-4o-mini)
 
 # send KEY COUNT: COUNT requests one after another on one connection;
@@ -92,12 +92,16 @@ count() {
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
 printf '%-22s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
-bare="" bare_ngc=""
-for p in ${ROWS:-bare embedded redis-leased redis-exact translated}; do
+bare="" bare_ngc="" bare_sse="" bare_sse_ngc=""
+for p in ${ROWS:-bare embedded redis-leased redis-exact translated bare-sse embedded-sse}; do
   json=$(body gpt-4o-mini)
   case $p in
     bare) r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
     embedded) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    # The same request streamed: 27 chunks of text, one of usage and
+    # [DONE]. Its rows compare with bare-sse.
+    bare-sse) json=$(body gpt-4o-mini '"stream":true,') r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
+    embedded-sse) json=$(body gpt-4o-mini '"stream":true,') r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
     redis-leased) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/leased.yaml") ;;
     redis-exact) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/exact.yaml") ;;
     # An OpenAI chat request for Claude, embedded store: translated to
@@ -105,7 +109,13 @@ for p in ${ROWS:-bare embedded redis-leased redis-exact translated}; do
     translated) json=$(body claude-sonnet-4-5) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
   esac
   read -r per n busy idle secs ngc <<<"$r"
-  bare=${bare:-$per} bare_ngc=${bare_ngc:-$ngc}
-  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$bare" -v ngc="$ngc" -v bngc="$bare_ngc" 'BEGIN {
+  if [ "${p%-sse}" != "$p" ]; then
+    bare_sse=${bare_sse:-$per} bare_sse_ngc=${bare_sse_ngc:-$ngc}
+    base=$bare_sse base_ngc=$bare_sse_ngc
+  else
+    bare=${bare:-$per} bare_ngc=${bare_ngc:-$ngc}
+    base=$bare base_ngc=$bare_ngc
+  fi
+  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$base" -v ngc="$ngc" -v bngc="$base_ngc" 'BEGIN {
     printf "%-22s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc }'
 done

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
@@ -138,4 +140,49 @@ func TestValidJSONDepth(t *testing.T) {
 			t.Errorf("object depth %d: validJSON %v, json.Valid %v", n, got, want)
 		}
 	}
+}
+
+// FuzzKeepStrings: on any JSON chunk, the one-pass scan keeps exactly the
+// string values of text keys, at every depth, in document order — what a
+// full parse finds.
+func FuzzKeepStrings(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`,
+		`{"choices":[{"delta":{"content":"x \"content\": \"y\"","refusal":null},"logprobs":{"content":[{"token":"a"}]}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"get","arguments":"{\"q\":1}"}}]}}]}`,
+		`{"type":"content_block_delta","delta":{"type":"text_delta","text":"\u00e9\\"}}`, `{"text" : "a", "name":{"text":"b"}}`,
+		`["content", {"content": "c"}, "text"]`, `{"content":"x\/y","thinking":"t","partial_json":"{\"a\""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, chunk []byte) {
+		if !json.Valid(chunk) {
+			return
+		}
+		var want strings.Builder
+		var walk func(v gjson.Result)
+		walk = func(v gjson.Result) {
+			v.ForEach(func(k, val gjson.Result) bool {
+				if k.Type == gjson.String && isTextKey([]byte(k.Raw[1:len(k.Raw)-1])) && val.Type == gjson.String {
+					var s string
+					if err := json.Unmarshal([]byte(val.Raw), &s); err != nil {
+						t.Fatal(err)
+					}
+					want.WriteString(s)
+				}
+				if val.IsObject() || val.IsArray() {
+					walk(val)
+				}
+				return true
+			})
+		}
+		if root := gjson.ParseBytes(chunk); root.IsObject() || root.IsArray() {
+			walk(root)
+		}
+		m := NewStreamMeter(1 << 20)
+		m.keepStrings(chunk)
+		if m.Text() != want.String() {
+			t.Fatalf("keepStrings(%s) kept %q, want %q", chunk, m.Text(), want.String())
+		}
+	})
 }

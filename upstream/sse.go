@@ -244,46 +244,66 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	return len(chunk.Get("choices").Array()) == 0, nil
 }
 
-// textKeys are the chunk fields that carry generated text: delta content,
-// refusals and tool-call arguments in chat, text in legacy completions,
-// function names in tool calls; Anthropic's text, tool-input JSON and
-// thinking deltas.
-var textKeys = [][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"refusal"`), []byte(`"arguments"`), []byte(`"name"`),
-	[]byte(`"partial_json"`), []byte(`"thinking"`)}
-
-// keepStrings keeps the string values of textKeys found in a chunk. In valid
-// JSON a quote inside a string is escaped, so `"key"` followed by a colon and
-// a quote can only be a real key with a string value; arrays and nulls under
-// the same keys (logprobs' "content", say) are skipped.
-func (m *StreamMeter) keepStrings(data []byte) {
-	for _, key := range textKeys {
-		rest := data
-		for {
-			i := bytes.Index(rest, key)
-			if i < 0 {
-				break
-			}
-			rest = rest[i+len(key):]
-			v := bytes.TrimLeft(rest, " \t\r\n")
-			if len(v) == 0 || v[0] != ':' {
-				continue
-			}
-			v = bytes.TrimLeft(v[1:], " \t\r\n")
-			if len(v) == 0 || v[0] != '"' {
-				continue
-			}
-			end := stringEnd(v)
-			if end < 0 {
-				break
-			}
-			if q := v[1:end]; bytes.IndexByte(q, '\\') < 0 {
-				m.keepBytes(q) // the common case: no escape, no copy but into the text
-			} else {
-				m.keep(unquote(v[:end+1]))
-			}
-			rest = v[end+1:]
-		}
+// isTextKey reports whether a key (its bytes between the quotes) is one
+// of the chunk fields that carry generated text: delta content, refusals
+// and tool-call arguments in chat, text in legacy completions, function
+// names in tool calls; Anthropic's text, tool-input JSON and thinking
+// deltas.
+func isTextKey(k []byte) bool {
+	switch string(k) { // no allocation: the compiler compares in place
+	case "content", "text", "refusal", "arguments", "name", "partial_json", "thinking":
+		return true
 	}
+	return false
+}
+
+// keepStrings keeps the string values of the text keys (isTextKey) of a
+// chunk, in one pass over its strings: a string followed by a colon is a
+// key; the value of a text key is kept where it is a string (arrays and
+// nulls under the same keys — logprobs' "content", say — are skipped);
+// every other string is stepped over whole, so text that looks like a key
+// inside a value is never read as one.
+func (m *StreamMeter) keepStrings(data []byte) {
+	for i := 0; ; {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return
+		}
+		i += q
+		end := stringEnd(data[i:])
+		if end < 0 {
+			return
+		}
+		key := data[i+1 : i+end]
+		i += end + 1
+		j := skipSpace(data, i)
+		if j == len(data) || data[j] != ':' {
+			continue // a value
+		}
+		i = skipSpace(data, j+1)
+		if !isTextKey(key) || i == len(data) || data[i] != '"' {
+			continue
+		}
+		end = stringEnd(data[i:])
+		if end < 0 {
+			return
+		}
+		if v := data[i+1 : i+end]; bytes.IndexByte(v, '\\') < 0 {
+			m.keepBytes(v) // the common case: no escape, no copy but into the text
+		} else {
+			m.keep(unquote(data[i : i+end+1]))
+		}
+		i += end + 1
+	}
+}
+
+// skipSpace returns the index of the first byte of b from i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // stringEnd returns the index of the quote that closes the JSON string

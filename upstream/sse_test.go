@@ -18,7 +18,8 @@ func TestStreamMeterKeepsGeneratedText(t *testing.T) {
 		{"logprobs content array is not text", `{"choices":[{"delta":{"content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.1}]}}]}`, "a"},
 		{"null content", `{"choices":[{"delta":{"content":null,"refusal":"no"}}]}`, "no"},
 		{"key text inside a value is not a key", `{"choices":[{"delta":{"content":"x \"content\": \"y\""}}]}`, `x "content": "y"`},
-		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"q\":1}"}}]}}]}`, `{"q":1}get`},
+		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"get","arguments":"{\"q\":1}"}}]}}]}`, `get{"q":1}`}, // in the order they come
+		{"an unknown key's string value is passed over", `{"id":"content","choices":[{"delta":{"content":"z"}}],"x":{"text":7}}`, "z"},
 		{"legacy completion", `{"object":"text_completion","choices":[{"text":" world","index":0}]}`, " world"},
 	}
 	for _, tc := range tests {

@@ -118,7 +118,33 @@ type StreamMeter struct {
 	text      strings.Builder
 	maxText   int
 	truncated bool
+	// pending are chunks whose text is not read yet, one after another,
+	// each ending at its offset in ends: their text is read only when
+	// asked for (Text), which a stream that reports its usage and stays
+	// within its bound never is.
+	pending []byte
+	ends    []int
 }
+
+// defer_ keeps data, a chunk, for its text to be read when asked for.
+func (m *StreamMeter) defer_(data []byte) {
+	m.pending = append(m.pending, data...)
+	m.ends = append(m.ends, len(m.pending))
+}
+
+// readPending reads the text of the chunks kept by defer_.
+func (m *StreamMeter) readPending() {
+	from := 0
+	for _, end := range m.ends {
+		m.keepStrings(m.pending[from:end])
+		from = end
+	}
+	m.pending, m.ends = m.pending[:0], m.ends[:0]
+}
+
+// TextBound bounds the length of Text from above without reading the
+// chunks not read yet: their text is within their bytes.
+func (m *StreamMeter) TextBound() int { return m.text.Len() + len(m.pending) }
 
 // NewStreamMeter returns a meter for an OpenAI stream that keeps at most
 // maxText bytes of output.
@@ -221,13 +247,13 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 		return false, m.observeResponses(data)
 	}
 	if !bytes.Contains(data, []byte(`"usage"`)) {
-		m.keepStrings(data)
+		m.defer_(data)
 		return false, nil
 	}
 	if !gjson.ValidBytes(data) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
-	m.keepStrings(data)
+	m.defer_(data)
 	chunk := gjson.ParseBytes(data)
 	raw := chunk.Get("usage")
 	if !raw.IsObject() {
@@ -264,12 +290,10 @@ func isTextKey(k []byte) bool {
 // every other string is stepped over whole, so text that looks like a key
 // inside a value is never read as one.
 func (m *StreamMeter) keepStrings(data []byte) {
-	for i := 0; ; {
-		q := bytes.IndexByte(data[i:], '"')
-		if q < 0 {
-			return
+	for i := 0; i < len(data); i++ {
+		if data[i] != '"' {
+			continue
 		}
-		i += q
 		end := stringEnd(data[i:])
 		if end < 0 {
 			return
@@ -278,10 +302,12 @@ func (m *StreamMeter) keepStrings(data []byte) {
 		i += end + 1
 		j := skipSpace(data, i)
 		if j == len(data) || data[j] != ':' {
+			i--
 			continue // a value
 		}
 		i = skipSpace(data, j+1)
 		if !isTextKey(key) || i == len(data) || data[i] != '"' {
+			i--
 			continue
 		}
 		end = stringEnd(data[i:])
@@ -293,7 +319,7 @@ func (m *StreamMeter) keepStrings(data []byte) {
 		} else {
 			m.keep(unquote(data[i : i+end+1]))
 		}
-		i += end + 1
+		i += end
 	}
 }
 
@@ -307,7 +333,8 @@ func skipSpace(b []byte, i int) int {
 }
 
 // stringEnd returns the index of the quote that closes the JSON string
-// starting at s[0], or -1.
+// starting at s[0], or -1. (A byte loop: the strings of a chunk are a few
+// bytes each, shorter than what IndexByte's call costs.)
 func stringEnd(s []byte) int {
 	for i := 1; i < len(s); i++ {
 		switch s[i] {
@@ -363,8 +390,14 @@ func (m *StreamMeter) Usage() (budget.Usage, bool) { return m.usage, m.hasUsage 
 func (m *StreamMeter) Done() bool { return m.done }
 
 // Text returns the output text seen so far (bounded by maxText).
-func (m *StreamMeter) Text() string { return m.text.String() }
+func (m *StreamMeter) Text() string {
+	m.readPending()
+	return m.text.String()
+}
 
 // Truncated reports whether more output passed than the meter kept, so its
 // text no longer bounds what was generated.
-func (m *StreamMeter) Truncated() bool { return m.truncated }
+func (m *StreamMeter) Truncated() bool {
+	m.readPending()
+	return m.truncated
+}

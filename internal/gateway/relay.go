@@ -326,7 +326,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			if perr != nil {
 				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
 			}
-			if count.over(meter.Text(), meter.Truncated()) {
+			if count.over(meter) {
 				g.endOverrun(w, cl, p, p.req.Endpoint.OverrunEvent(overrunMessage(p)), count.counted)
 				cancel()
 				return cl.reservedUsage(p)
@@ -369,15 +369,29 @@ type outputCount struct {
 	bytes   int
 }
 
-// over reports whether text — the output so far; truncated: more passed
-// than text holds — has passed the bound.
-func (o *outputCount) over(text string, truncated bool) bool {
+// over reports whether the output so far — the meter's text; truncated:
+// more passed than the text holds — has passed the bound. While the
+// chunks not read yet could not hold enough text, none is read.
+func (o *outputCount) over(m outputText) bool {
+	if m.TextBound() < int(o.bound) {
+		return false
+	}
+	text, truncated := m.Text(), m.Truncated()
 	if len(text) < int(o.bound) || len(text) <= o.bytes {
 		return false
 	}
 	o.counted += o.counter.Count(text[o.bytes:])
 	o.bytes = len(text)
 	return o.counted > o.bound || truncated
+}
+
+// outputText is a stream's output as outputCount reads it: its text so
+// far, whether more passed than the text holds, and a bound on the text's
+// length that costs less to know than the text.
+type outputText interface {
+	Text() string
+	Truncated() bool
+	TextBound() int
 }
 
 // final is the output a stream that reported no usage is charged: what

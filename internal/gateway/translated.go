@@ -101,7 +101,7 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 				case convert.EvToolStart:
 					text.keep(ev.Call.Name)
 				}
-				if count.over(text.String(), text.truncated) {
+				if count.over(&text) {
 					g.endOverrun(w, cl, p, p.req.Endpoint.OverrunEvent(overrunMessage(p)), count.counted)
 					cancel()
 					return cl.reservedUsage(p)
@@ -146,6 +146,11 @@ type keptText struct {
 	max       int
 	truncated bool
 }
+
+// Text, Truncated and TextBound make keptText an outputText.
+func (k *keptText) Text() string    { return k.String() }
+func (k *keptText) Truncated() bool { return k.truncated }
+func (k *keptText) TextBound() int  { return k.Len() }
 
 func (k *keptText) keep(s string) {
 	if room := k.max - k.Len(); len(s) > room {

@@ -19,6 +19,7 @@
 #   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
 #   ROWS="bare embedded" bench/gateway-callgrind.sh   # some rows only
 #   KEEP=/tmp/cg bench/gateway-callgrind.sh           # keep each row's profile there
+#   MAX_TOKENS=256 bench/gateway-callgrind.sh         # a cap above the 50-token reply
 #
 # Needs valgrind, curl and redis-server. Loopback only.
 set -euo pipefail
@@ -34,7 +35,7 @@ redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:
 redis_store exact "    exact: true\n" >"$dir/exact.yaml"
 redis_store leased "" >"$dir/leased.yaml"
 "$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
-body() { printf '{"model":"%s",%s"max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1" "${2:-}"; }
+body() { printf '{"model":"%s",%s"max_tokens":'"${MAX_TOKENS:-50}"',"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1" "${2:-}"; }
 json=$(body gpt-4o-mini)
 
 # send KEY COUNT: COUNT requests one after another on one connection;

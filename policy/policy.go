@@ -81,7 +81,15 @@ func (pl *policyLimit) resolve(k RequestKey, slots int64) (budget.Limit, bool) {
 	}
 	l := pl.limit
 	for _, by := range pl.keyBy {
-		v := map[string]string{"ip": k.IP, "endpoint": k.Route, "user": k.User}[by]
+		var v string
+		switch by {
+		case "ip":
+			v = k.IP
+		case "endpoint":
+			v = k.Route
+		case "user":
+			v = k.User
+		}
 		if v == "" {
 			v = "-"
 		}
@@ -105,12 +113,22 @@ func (pl *policyLimit) resolve(k RequestKey, slots int64) (budget.Limit, bool) {
 
 // Limits returns every limit that applies to one request by this key.
 func (p *Principal) Limits(k RequestKey) []budget.Limit {
-	pls := p.policyLimits(k)
-	out := make([]budget.Limit, 0, len(pls))
-	for i := range pls {
-		if l, ok := pls[i].resolve(k, p.slots); ok {
+	models := p.modelLimits(k.Model)
+	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(models))
+	add := func(pl *policyLimit) {
+		if l, ok := pl.resolve(k, p.slots); ok {
 			out = append(out, l)
 		}
+	}
+	// policyLimits' order, without copying the compiled limits first.
+	for i := range p.fixed {
+		add(&p.fixed[i])
+	}
+	for _, pl := range p.userLimits(k.User) {
+		add(&pl)
+	}
+	for i := range models {
+		add(&models[i])
 	}
 	return out
 }
@@ -118,17 +136,23 @@ func (p *Principal) Limits(k RequestKey) []budget.Limit {
 // policyLimits are the key's limits completed with the request's user and
 // model, before each picks its bucket.
 func (p *Principal) policyLimits(k RequestKey) []policyLimit {
-	out := slices.Clip(p.fixed)
-	if len(p.perUser) > 0 {
-		user := k.User
-		if user == "" {
-			user = "-" // requests that name no user share one bucket
-		}
-		for _, l := range p.perUser {
-			out = append(out, wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc)))
-		}
-	}
+	out := append(slices.Clip(p.fixed), p.userLimits(k.User)...)
 	return append(out, p.modelLimits(k.Model)...)
+}
+
+// userLimits are the per-user limits of a request by user.
+func (p *Principal) userLimits(user string) []policyLimit {
+	if len(p.perUser) == 0 {
+		return nil
+	}
+	if user == "" {
+		user = "-" // requests that name no user share one bucket
+	}
+	out := make([]policyLimit, len(p.perUser))
+	for i, l := range p.perUser {
+		out[i] = wrap(l, compileLimit(l, budget.ScopeUser, bucketPath(p.Org, p.Team, user), p.loc))
+	}
+	return out
 }
 
 // modelLimits are the limits model adds to a request by this key: its

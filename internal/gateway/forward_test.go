@@ -258,3 +258,27 @@ func TestPaidRouteIsChargedItsUnits(t *testing.T) {
 		t.Fatalf("ledger %+v", e)
 	}
 }
+
+// An upstream's redirect is relayed, not followed: following it would
+// send the request — and the upstream's key — where the config never
+// said, and charge for an answer from there.
+func TestAnUpstreamsRedirectIsNotFollowed(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		resp := jsonAnswer(r, http.StatusTemporaryRedirect, `{}`)
+		resp.Header.Set("Location", "http://elsewhere.test/v1/chat/completions")
+		return resp, nil
+	})
+	o := f.chat(fullKey, hello)
+	if o.err != nil || o.resp.Code != http.StatusTemporaryRedirect {
+		t.Fatalf("got %v, %d; want the 307 relayed", o.err, o.resp.Code)
+	}
+	for _, r := range f.up.requests() {
+		if r.host == "elsewhere.test" {
+			t.Fatal("the redirect was followed")
+		}
+	}
+	if n := len(f.up.requests()); n != 1 {
+		t.Fatalf("%d requests reached upstreams, want 1", n)
+	}
+}

@@ -72,7 +72,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 			return a
 		}
 	}
-	resp, err := t.client.Do(req)
+	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
 		g.metrics.UpstreamOf(t.name).Latency.Observe(g.now().Sub(a.sent).Seconds())
 		var ne net.Error

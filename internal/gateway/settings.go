@@ -66,14 +66,18 @@ func (st *Settings) Models(p *policy.Principal) []Model {
 	return out
 }
 
-// target is one upstream endpoint with its protection: a client with its
+// target is one upstream endpoint with its protection: a transport with its
 // timeouts, a breaker and an optional queue.
 type target struct {
 	name     string
 	provider upstream.Provider // URL and authorisation of the upstream's dialect
 	timeout  time.Duration     // the whole exchange
 	idle     time.Duration     // between two stream chunks
-	client   *http.Client
+	// rt sends the upstream requests. Its answers are taken as they
+	// are, redirects included (an API's redirect is not followed, which
+	// could take its key elsewhere); http.Client would add nothing but a
+	// copy of the headers and its redirect loop per request.
+	rt       http.RoundTripper
 	breaker  *breaker.Breaker
 	queue    *queue.Queue
 	inflight *inflight // requests in flight here (shared across reloads)
@@ -218,7 +222,7 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 	}
 	return &target{
 		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,
-		client:  &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		rt:      rt,
 		breaker: state.breaker, queue: state.queue, inflight: &state.inflight,
 	}, nil
 }

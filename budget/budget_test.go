@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -180,6 +181,30 @@ func TestPeriodIDIsTheCalendarFormat(t *testing.T) {
 			if got, want := budget.PeriodID(budget.Month, tm, loc), lt.Format("2006-01"); got != want {
 				t.Fatalf("PeriodID(Month, %v, %v) = %q, want %q", tm, loc, got, want)
 			}
+		}
+	}
+}
+
+// TestMoneyDigitsAreFmts: the digits written by hand are fmt's, for
+// random amounts and the extremes; Micros is String without the sign of
+// the dollar (and with the minus before the figure).
+func TestMoneyDigitsAreFmts(t *testing.T) {
+	vals := []int64{0, 1, -1, 999_999, 1_000_000, -1_000_001, 1200_500_000, math.MaxInt64, math.MinInt64}
+	for i := range 10000 {
+		vals = append(vals, int64(i)*7919*104729-3e10, int64(uint64(i)*0x9E3779B97F4A7C15))
+	}
+	for _, v := range vals {
+		u := uint64(v)
+		sign := ""
+		if v < 0 {
+			sign, u = "-", -u
+		}
+		want := fmt.Sprintf("%s$%d.%06d", sign, u/1_000_000, u%1_000_000)
+		if got := budget.Money(v).String(); got != want {
+			t.Fatalf("Money(%d).String() = %q, want %q", v, got, want)
+		}
+		if got, want := budget.Money(v).Micros(), sign+want[len(sign)+1:]; got != want {
+			t.Fatalf("Money(%d).Micros() = %q, want %q", v, got, want)
 		}
 	}
 }

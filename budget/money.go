@@ -21,8 +21,30 @@ var ErrOverflow = errors.New("budget: amount overflows int64")
 
 // String formats m as dollars with all six decimals, e.g. "$1.250000".
 func (m Money) String() string {
+	var b [32]byte
+	return string(m.appendMicros(b[:0], true))
+}
+
+// appendMicros appends m as [-][$]D.DDDDDD, written digit by digit: the
+// limit headers of every response carry two such figures, and fmt cost
+// 2,000 instructions each.
+func (m Money) appendMicros(b []byte, dollarSign bool) []byte {
 	sign, u := m.abs()
-	return fmt.Sprintf("%s$%d.%06d", sign, u/1_000_000, u%1_000_000)
+	b = append(b, sign...)
+	if dollarSign {
+		b = append(b, '$')
+	}
+	b = strconv.AppendUint(b, u/1_000_000, 10)
+	f := u % 1_000_000
+	return append(b, '.', byte('0'+f/100_000), byte('0'+f/10_000%10), byte('0'+f/1_000%10),
+		byte('0'+f/100%10), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+// Micros is m in dollars with six decimals and no dollar sign:
+// "1200.500000", "-0.000001".
+func (m Money) Micros() string {
+	var b [32]byte
+	return string(m.appendMicros(b[:0], false))
 }
 
 // abs splits m into its sign ("-" or "") and its magnitude.

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -118,6 +117,4 @@ func window(l *budget.Limit) int64 {
 
 func seconds(d time.Duration) int64 { return int64(math.Ceil(d.Seconds())) }
 
-func dollars(micros int64) string {
-	return strings.TrimPrefix(budget.Money(micros).String(), "$")
-}
+func dollars(micros int64) string { return budget.Money(micros).Micros() }

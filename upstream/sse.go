@@ -59,7 +59,7 @@ func (e *EventReader) Next() (raw, data []byte, err error) {
 			return nil, nil, ErrEventTooLarge
 		}
 		e.raw = append(e.raw, line...)
-		trimmed := bytes.TrimRight(line, "\r\n")
+		trimmed := trimEOL(line)
 		if err != nil {
 			e.ended = true
 			if len(bytes.TrimSpace(e.raw)) == 0 {
@@ -85,6 +85,15 @@ func (e *EventReader) Next() (raw, data []byte, err error) {
 		}
 		hasData = e.field(trimmed, hasData)
 	}
+}
+
+// trimEOL is bytes.TrimRight(line, "\r\n") without building the cutset's
+// table for every line.
+func trimEOL(line []byte) []byte {
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	return line
 }
 
 // Buffered reports how many bytes of the stream have arrived but not been
@@ -246,7 +255,10 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if m.responses {
 		return false, m.observeResponses(data)
 	}
-	if !bytes.Contains(data, []byte(`"usage"`)) {
+	// `usage"` rather than `"usage"`: a chunk is full of quotes, each a
+	// false start for the search, and this passes every chunk the other
+	// would (half the time on a chat chunk).
+	if !bytes.Contains(data, []byte(`usage"`)) {
 		m.defer_(data)
 		return false, nil
 	}

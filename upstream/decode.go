@@ -44,8 +44,8 @@ func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
 	return msgs, true
 }
 
-// messageFields are chatMessage's fields; seen records which a message
-// has set, to give up on a duplicate.
+// messageFields are chatMessage's JSON names; decodeMessage keeps a bit
+// per name it has read, to give up on a duplicate.
 var messageFields = []string{"role", "name", "content", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"}
 
 func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {

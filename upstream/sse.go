@@ -135,13 +135,13 @@ type StreamMeter struct {
 	ends    []int
 }
 
-// defer_ keeps data, a chunk, for its text to be read when asked for.
-func (m *StreamMeter) defer_(data []byte) {
+// hold keeps data, a chunk, for its text to be read when asked for.
+func (m *StreamMeter) hold(data []byte) {
 	m.pending = append(m.pending, data...)
 	m.ends = append(m.ends, len(m.pending))
 }
 
-// readPending reads the text of the chunks kept by defer_.
+// readPending reads the text of the chunks kept by hold.
 func (m *StreamMeter) readPending() {
 	from := 0
 	for _, end := range m.ends {
@@ -259,13 +259,13 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	// false start for the search, and this passes every chunk the other
 	// would (half the time on a chat chunk).
 	if !bytes.Contains(data, []byte(`usage"`)) {
-		m.defer_(data)
+		m.hold(data)
 		return false, nil
 	}
 	if !gjson.ValidBytes(data) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
-	m.defer_(data)
+	m.hold(data)
 	chunk := gjson.ParseBytes(data)
 	raw := chunk.Get("usage")
 	if !raw.IsObject() {

@@ -281,4 +281,14 @@ func TestAnUpstreamsRedirectIsNotFollowed(t *testing.T) {
 	if n := len(f.up.requests()); n != 1 {
 		t.Fatalf("%d requests reached upstreams, want 1", n)
 	}
+	// A paid route's too.
+	req := f.request(fullKey, "/paid/search", `{"q":"tollgate"}`)
+	req.Target = "/paid/search/v2/find"
+	cl, err := f.gw.AdmitPaid(context.Background(), "search", req)
+	if o := f.serve(context.Background(), cl, err); o.err != nil || o.resp.Code != http.StatusTemporaryRedirect {
+		t.Fatalf("paid route: got %v, %d; want the 307 relayed", o.err, o.resp.Code)
+	}
+	if n := len(f.up.requests()); n != 2 {
+		t.Fatalf("%d requests reached upstreams, want 2 (one per route)", n)
+	}
 }

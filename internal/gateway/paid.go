@@ -20,8 +20,8 @@ import (
 
 // paidRoute is a generic paid HTTP API behind a path prefix.
 type paidRoute struct {
-	cfg    config.PaidRoute
-	client *http.Client
+	cfg config.PaidRoute
+	rt  http.RoundTripper
 	// max is what one call can cost: the reservation.
 	max budget.Money
 }
@@ -36,9 +36,9 @@ func newPaidRoute(r config.PaidRoute, rt http.RoundTripper) (*paidRoute, error) 
 		rt = newTransport(10*time.Second, r.Timeout)
 	}
 	return &paidRoute{
-		cfg:    r,
-		client: &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		max:    budget.Money(r.PerRequest.Value + int64(lo)),
+		cfg: r,
+		rt:  rt,
+		max: budget.Money(r.PerRequest.Value + int64(lo)),
 	}, nil
 }
 
@@ -115,7 +115,7 @@ func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWri
 			req.Header.Set(p.cfg.AuthHeader, p.cfg.APIKey)
 		}
 	}
-	resp, err := p.client.Do(req)
+	resp, err := p.rt.RoundTrip(req) // as target.rt: a redirect is relayed, not followed
 	if err != nil {
 		if rctx.Err() != nil {
 			return 0, false, false, ErrClientCanceled

@@ -70,7 +70,7 @@ func (ch *Charges) Of(e budget.Entry) (charges []Charge, skipped []string) {
 	}
 	amounts := budget.Amounts{Tokens: tokens, Requests: requests, Cost: e.Cost}
 	k := RequestKey{User: e.User, Model: e.Model, Route: e.Route, ID: e.RequestID}
-	for _, pl := range p.policyLimits(k) {
+	for pl := range p.policyLimits(k) {
 		if pl.limit.Kind != budget.Ceiling && pl.limit.Kind != budget.Meter {
 			continue
 		}

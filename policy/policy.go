@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"net/url"
 	"slices"
 	"strconv"
@@ -113,31 +114,28 @@ func (pl *policyLimit) resolve(k RequestKey, slots int64) (budget.Limit, bool) {
 
 // Limits returns every limit that applies to one request by this key.
 func (p *Principal) Limits(k RequestKey) []budget.Limit {
-	models := p.modelLimits(k.Model)
-	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+len(models))
-	add := func(pl *policyLimit) {
+	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+2)
+	for pl := range p.policyLimits(k) {
 		if l, ok := pl.resolve(k, p.slots); ok {
 			out = append(out, l)
 		}
-	}
-	// policyLimits' order, without copying the compiled limits first.
-	for i := range p.fixed {
-		add(&p.fixed[i])
-	}
-	for _, pl := range p.userLimits(k.User) {
-		add(&pl)
-	}
-	for i := range models {
-		add(&models[i])
 	}
 	return out
 }
 
 // policyLimits are the key's limits completed with the request's user and
-// model, before each picks its bucket.
-func (p *Principal) policyLimits(k RequestKey) []policyLimit {
-	out := append(slices.Clip(p.fixed), p.userLimits(k.User)...)
-	return append(out, p.modelLimits(k.Model)...)
+// model, before each picks its bucket: the compiled ones in place, not
+// copied.
+func (p *Principal) policyLimits(k RequestKey) iter.Seq[*policyLimit] {
+	return func(yield func(*policyLimit) bool) {
+		for _, pls := range [][]policyLimit{p.fixed, p.userLimits(k.User), p.modelLimits(k.Model)} {
+			for i := range pls {
+				if !yield(&pls[i]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // userLimits are the per-user limits of a request by user.
@@ -164,29 +162,23 @@ func (p *Principal) modelLimits(model string) []policyLimit {
 		return nil
 	}
 	c := p.byModel
-	if c != nil {
-		c.mu.RLock()
-		pls, ok := c.m[model]
-		c.mu.RUnlock()
-		if ok {
-			return pls
-		}
+	c.mu.RLock()
+	pls, ok := c.m[model]
+	c.mu.RUnlock()
+	if ok {
+		return pls
 	}
-	var pls []policyLimit
 	for _, l := range p.perModel[model] {
 		pls = append(pls, wrap(l, compileLimit(l, budget.ScopeModel, bucketPath(p.Org, p.Team, model), p.loc)))
 	}
 	for _, m := range p.Meters(model) {
 		pls = append(pls, policyLimit{limit: m})
 	}
-	pls = slices.Clip(pls) // the caller appends: never into this array
-	if c != nil {
-		c.mu.Lock()
-		if len(c.m) < maxModelsKept {
-			c.m[model] = pls
-		}
-		c.mu.Unlock()
+	c.mu.Lock()
+	if len(c.m) < maxModelsKept {
+		c.m[model] = pls
 	}
+	c.mu.Unlock()
 	return pls
 }
 

@@ -44,27 +44,12 @@ func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
 	return msgs, true
 }
 
-// messageFields are chatMessage's JSON names; decodeMessage keeps a bit
-// per name it has read, to give up on a duplicate.
+// messageFields are chatMessage's JSON names.
 var messageFields = []string{"role", "name", "content", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"}
 
 func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
-	if !v.IsObject() {
-		return m, false
-	}
-	var seen uint16
-	ok = true
-	v.ForEach(func(k, val gjson.Result) bool {
-		f := field(k, messageFields)
-		if f < 0 {
-			ok = f == -1 // -1: a name chatMessage does not have
-			return ok
-		}
-		if seen&(1<<f) != 0 {
-			ok = false
-			return false
-		}
-		seen |= 1 << f
+	_, ok = readFields(v, messageFields, true, func(f int, val gjson.Result) bool {
+		ok := true
 		switch messageFields[f] {
 		case "role":
 			m.Role, ok = str(val)
@@ -82,8 +67,7 @@ func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
 			m.Audio = rawBytes(val)
 		case "tool_calls":
 			if !val.IsArray() {
-				ok = false
-				break
+				return false
 			}
 			m.ToolCalls = []json.RawMessage{}
 			val.ForEach(func(_, tc gjson.Result) bool {
@@ -106,19 +90,11 @@ func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
 	ok = true
 	parts = []contentPart{}
 	v.ForEach(func(_, item gjson.Result) bool {
-		if !item.IsObject() {
-			ok = false
-			return false
-		}
 		var p contentPart
-		var seen uint16
-		item.ForEach(func(k, val gjson.Result) bool {
-			f := field(k, partTextFields)
-			if f < 0 || seen&(1<<f) != 0 {
-				ok = false // another field of contentPart, or an unknown one: encoding/json decides
-				return false
-			}
-			seen |= 1 << f
+		// Another field of contentPart, or an unknown one: encoding/json
+		// decides.
+		_, ok = readFields(item, partTextFields, false, func(f int, val gjson.Result) bool {
+			var ok bool
 			if f == 0 {
 				p.Type, ok = str(val)
 			} else {
@@ -136,6 +112,33 @@ func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
 }
 
 var partTextFields = []string{"type", "text"}
+
+// readFields calls fn with the index in names of each member of the
+// object v that is one of them, in order, while fn returns true. It gives
+// up (ok false) where encoding/json could read v otherwise: v is not an
+// object, a name comes twice, a key is escaped or a name but for case —
+// and on a name not in names unless skipUnknown. Bit i of seen is set
+// where names[i] was read.
+func readFields(v gjson.Result, names []string, skipUnknown bool, fn func(f int, val gjson.Result) bool) (seen uint64, ok bool) {
+	if !v.IsObject() {
+		return 0, false
+	}
+	ok = true
+	v.ForEach(func(k, val gjson.Result) bool {
+		f := field(k, names)
+		if f == -1 && skipUnknown {
+			return true
+		}
+		if f < 0 || seen&(1<<f) != 0 {
+			ok = false
+			return false
+		}
+		seen |= 1 << f
+		ok = fn(f, val)
+		return ok
+	})
+	return seen, ok
+}
 
 // field is the index in names of the key k; -1 for a plain key that is
 // none of them, -2 for a key encoding/json might match differently: one

@@ -99,21 +99,8 @@ var (
 // usageFields is wireUsage.usage of raw's common form, before validation;
 // ok is false for any other form, and for a usage with no prompt_tokens.
 func usageFields(raw gjson.Result) (u budget.Usage, ok bool) {
-	if !raw.IsObject() {
-		return u, false
-	}
-	var seen uint8
-	ok = true
-	raw.ForEach(func(k, v gjson.Result) bool {
-		f := field(k, usageNames)
-		if f == -1 {
-			return true
-		}
-		if f < 0 || seen&(1<<f) != 0 {
-			ok = false
-			return false
-		}
-		seen |= 1 << f
+	seen, ok := readFields(raw, usageNames, true, func(f int, v gjson.Result) bool {
+		ok := true
 		switch f {
 		case 0:
 			u.InputTokens, ok = integer(v)
@@ -131,21 +118,8 @@ func usageFields(raw gjson.Result) (u budget.Usage, ok bool) {
 
 // details reads an object of two integer fields, names, into a and b.
 func details(v gjson.Result, names []string, a, b *int64) bool {
-	if !v.IsObject() {
-		return false
-	}
-	var seen uint8
-	ok := true
-	v.ForEach(func(k, v gjson.Result) bool {
-		f := field(k, names)
-		if f == -1 {
-			return true
-		}
-		if f < 0 || seen&(1<<f) != 0 {
-			ok = false
-			return false
-		}
-		seen |= 1 << f
+	_, ok := readFields(v, names, true, func(f int, v gjson.Result) bool {
+		var ok bool
 		if f == 0 {
 			*a, ok = integer(v)
 		} else {

@@ -130,7 +130,7 @@ func (g *Gateway) queued(ctx context.Context, cl *Call, t *target, refused *Upst
 		return func() {}, nil
 	}
 	start := g.now()
-	s := g.metrics.UpstreamOf(t.name)
+	s := t.series
 	s.QueueDepth.Set(float64(t.queue.Len() + 1))
 	rel, ra, err := t.queue.Wait(ctx, cl.principal.Team, cl.estimate.Tokens)
 	s.QueueDepth.Set(float64(t.queue.Len()))

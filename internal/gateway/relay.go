@@ -74,7 +74,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	}
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
-		g.metrics.UpstreamOf(t.name).Latency.Observe(g.now().Sub(a.sent).Seconds())
+		t.series.Latency.Observe(g.now().Sub(a.sent).Seconds())
 		var ne net.Error
 		switch {
 		case rctx.Err() != nil:
@@ -87,7 +87,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 		}
 		return a
 	}
-	g.metrics.UpstreamOf(t.name).TTFB.Observe(g.now().Sub(a.sent).Seconds())
+	t.series.TTFB.Observe(g.now().Sub(a.sent).Seconds())
 	a.resp = resp
 	return a
 }
@@ -203,7 +203,7 @@ func (f *failure) relay(w http.ResponseWriter) error {
 func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
 	t := p.dep.target
 	defer a.cancel()
-	defer func() { g.metrics.UpstreamOf(t.name).Latency.Observe(g.now().Sub(a.sent).Seconds()) }()
+	defer func() { t.series.Latency.Observe(g.now().Sub(a.sent).Seconds()) }()
 	if a.resp == nil {
 		if errors.Is(a.err, ErrClientCanceled) {
 			return u, false, context.Canceled, a.err

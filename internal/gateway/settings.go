@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
+	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
@@ -78,6 +79,7 @@ type target struct {
 	// could take its key elsewhere); http.Client would add nothing but a
 	// copy of the headers and its redirect loop per request.
 	rt       http.RoundTripper
+	series   *metrics.Upstream // its metric series, bound once
 	breaker  *breaker.Breaker
 	queue    *queue.Queue
 	inflight *inflight // requests in flight here (shared across reloads)
@@ -223,6 +225,7 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 	return &target{
 		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,
 		rt:      rt,
+		series:  g.metrics.UpstreamOf(u.Name),
 		breaker: state.breaker, queue: state.queue, inflight: &state.inflight,
 	}, nil
 }

@@ -74,7 +74,6 @@ type series struct {
 	usage      kept[teamModel, *Usage]
 	requests   kept[RequestLabels, prometheus.Counter]
 	budgets    kept[BudgetLabels, prometheus.Gauge]
-	upstreams  kept[string, *Upstream]
 	inputRatio kept[string, prometheus.Observer]
 }
 
@@ -100,18 +99,6 @@ func (m *Metrics) initSeries() {
 		}
 		return m.BudgetUsed.WithLabelValues(k.Scope, k.Team, k.Name)
 	}
-	s.upstreams.bind = func(name string) *Upstream {
-		u := &Upstream{
-			Latency:    m.UpstreamLatency.WithLabelValues(name),
-			TTFB:       m.UpstreamTTFB.WithLabelValues(name),
-			QueueDepth: m.QueueDepth.WithLabelValues(name),
-			QueueWait:  make(map[string]prometheus.Observer, len(queueResults)),
-		}
-		for _, r := range queueResults {
-			u.QueueWait[r] = m.QueueWait.WithLabelValues(name, r)
-		}
-		return u
-	}
 	s.inputRatio.bind = func(model string) prometheus.Observer { return m.InputRatio.WithLabelValues(model) }
 	m.ReserveLatency = m.StoreLatency.WithLabelValues("reserve")
 	m.SettleLatency = m.StoreLatency.WithLabelValues("settle")
@@ -128,8 +115,20 @@ func (m *Metrics) Request(l RequestLabels) prometheus.Counter { return m.series.
 // Budget returns the utilisation gauge of l.
 func (m *Metrics) Budget(l BudgetLabels) prometheus.Gauge { return m.series.budgets.get(l) }
 
-// UpstreamOf returns the series of the upstream name.
-func (m *Metrics) UpstreamOf(name string) *Upstream { return m.series.upstreams.get(name) }
+// UpstreamOf binds the series of the upstream name; the gateway keeps
+// them with the upstream.
+func (m *Metrics) UpstreamOf(name string) *Upstream {
+	u := &Upstream{
+		Latency:    m.UpstreamLatency.WithLabelValues(name),
+		TTFB:       m.UpstreamTTFB.WithLabelValues(name),
+		QueueDepth: m.QueueDepth.WithLabelValues(name),
+		QueueWait:  make(map[string]prometheus.Observer, len(queueResults)),
+	}
+	for _, r := range queueResults {
+		u.QueueWait[r] = m.QueueWait.WithLabelValues(name, r)
+	}
+	return u
+}
 
 // InputRatioOf returns the input ratio histogram of the served model.
 func (m *Metrics) InputRatioOf(model string) prometheus.Observer {

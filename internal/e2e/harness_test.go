@@ -75,8 +75,9 @@ type harness struct {
 	sim      *simulated.Server
 	app      *app.App
 	url      string
-	apps     []*app.App // every instance (app is the first)
-	urls     []string   // every instance's address (url is the first)
+	apps     []*app.App         // every instance (app is the first)
+	urls     []string           // every instance's address (url is the first)
+	servers  []*httptest.Server // every instance's HTTP server
 	rdb      *redis.Client
 	gwCalls  atomic.Int64 // requests that reached the gateway
 	upCalls  atomic.Int64 // requests that reached the upstream
@@ -182,7 +183,7 @@ func startWith(t testing.TB, su setup) *harness {
 			}
 		})
 		h.apps = append(h.apps, a)
-		h.urls = append(h.urls, gw.URL)
+		h.urls, h.servers = append(h.urls, gw.URL), append(h.servers, gw)
 	}
 	h.app, h.url = h.apps[0], h.urls[0]
 	return h

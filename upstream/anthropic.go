@@ -81,7 +81,7 @@ const (
 // OpenAI chat (the caller scales the count by the model's TokenRatio).
 func (r *Request) messagesInput(m *Model) (int64, error) {
 	var msgs []anthropicMessage
-	raw, ok := r.fields["messages"]
+	raw, ok := r.fields.get("messages")
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
@@ -92,7 +92,7 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 		return 0, badRequest("messages", "must not be empty")
 	}
 	counted := make([]tokenizer.ChatMessage, 0, len(msgs)+1)
-	if sys, ok := r.fields["system"]; ok && !isNull(sys) {
+	if sys, ok := r.fields.get("system"); ok && !isNull(sys) {
 		cm := tokenizer.ChatMessage{Role: "system"}
 		if err := addBlocks(&cm, m, sys, "system"); err != nil {
 			return 0, err
@@ -112,7 +112,7 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 	}
 	var tools []string
 	var extra int64
-	if raw, ok := r.fields["tools"]; ok && !isNull(raw) {
+	if raw, ok := r.fields.get("tools"); ok && !isNull(raw) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return 0, badRequest("tools", "must be an array")
@@ -214,15 +214,15 @@ func (a *anthropicUsage) usage() (budget.Usage, error) {
 // UsageFromAnthropicJSON extracts the usage of a non-streaming Messages
 // response.
 func UsageFromAnthropicJSON(body []byte) (budget.Usage, bool) {
-	if !gjson.ValidBytes(body) {
+	if !validJSON(body) {
 		return budget.Usage{}, false
 	}
-	raw := gjson.GetBytes(body, "usage")
-	if !raw.IsObject() {
+	raw := root(body).get("usage")
+	if !raw.isObject() {
 		return budget.Usage{}, false
 	}
 	var a anthropicUsage
-	if err := json.Unmarshal([]byte(raw.Raw), &a); err != nil {
+	if err := json.Unmarshal([]byte(raw.raw), &a); err != nil {
 		return budget.Usage{}, false
 	}
 	u, err := a.usage()

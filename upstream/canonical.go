@@ -1,12 +1,8 @@
 package upstream
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
-	"unsafe"
-
-	"github.com/tidwall/gjson"
 )
 
 // A shape is what the gateway reads at one level of a request body: the
@@ -27,36 +23,52 @@ type shape struct {
 }
 
 // check walks v against s; path is the parameter name of v.
-func (s *shape) check(v gjson.Result, path string) error {
+func (s *shape) check(v jnode, path string) error {
 	if s == nil {
 		return nil
 	}
-	var err error
 	switch {
-	case v.IsArray() && s.each != nil:
+	case v.isArray() && s.each != nil:
 		i := 0
-		v.ForEach(func(_, item gjson.Result) bool {
-			err = s.each.check(item, path+"["+strconv.Itoa(i)+"]")
+		for item := range v.elements() {
+			if err := s.each.check(item, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
 			i++
-			return err == nil
-		})
-	case v.IsObject():
-		v.ForEach(func(key, val gjson.Result) bool {
-			k := key.String()
-			if name, ok := s.name(k); !ok {
-				if name != "" {
-					param := join(path, k)
-					err = badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, k, name)
-				}
-				return err == nil
+		}
+	case v.isObject():
+		for k, val := range v.members() {
+			if _, err := s.member(k, val, path); err != nil {
+				return err
 			}
-			if child := s.fields[k]; child != nil && (val.IsObject() || val.IsArray()) {
-				err = child.check(val, join(path, k))
-			}
-			return err == nil
-		})
+		}
 	}
-	return err
+	return nil
+}
+
+// member checks one member of an object of shape s, and the value below it:
+// its key is refused where it folds to a name s reads but is not that
+// name. key is the member's name, unescaped; where it is one s reads, it
+// is that name's own string (it does not point into the body).
+func (s *shape) member(k, val jnode, path string) (key string, err error) {
+	key = k.raw[1 : len(k.raw)-1]
+	if strings.IndexByte(key, '\\') >= 0 {
+		key, _ = str(k)
+	}
+	name, ok := s.name(key)
+	if !ok {
+		if name != "" {
+			param := join(path, key)
+			return "", badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, key, name)
+		}
+		return strings.Clone(key), nil
+	}
+	if child := s.fields[name]; child != nil && (val.isObject() || val.isArray()) {
+		if err := child.check(val, join(path, name)); err != nil {
+			return "", err
+		}
+	}
+	return name, nil
 }
 
 func join(path, key string) string {
@@ -143,24 +155,4 @@ var shapes = map[Endpoint]*shape{
 		"text":  obj(map[string]*shape{"format": obj(nil, "type")}),
 	}, "model", "instructions", "max_output_tokens", "stream", "user",
 		"previous_response_id", "conversation", "prompt", "service_tier", "background"),
-}
-
-// checkNames refuses a body with a key the gateway would not read but a
-// case-insensitive server would (see shape).
-func checkNames(e Endpoint, body []byte) error {
-	s, ok := shapes[e]
-	if !ok {
-		return fmt.Errorf("upstream: no shape for endpoint %v", e)
-	}
-	return s.check(view(body), "")
-}
-
-// view parses b in place: gjson.ParseBytes would copy the whole body
-// first. Its results point into b, so they are read while b is, and b is
-// not changed meanwhile.
-func view(b []byte) gjson.Result {
-	if len(b) == 0 {
-		return gjson.Result{}
-	}
-	return gjson.Parse(unsafe.String(&b[0], len(b)))
 }

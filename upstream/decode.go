@@ -1,13 +1,10 @@
 package upstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
-
-	"github.com/tidwall/gjson"
 )
 
 // The chat messages are most of what a request's estimate decodes, and
@@ -25,21 +22,17 @@ import (
 // decodeMessages is json.Unmarshal(raw, &msgs) for messages that are
 // objects with fields of the expected types.
 func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
-	v := view(raw)
-	if !v.IsArray() {
+	v := root(raw)
+	if !v.isArray() {
 		return nil, false
 	}
-	ok = true
 	msgs = []chatMessage{}
-	v.ForEach(func(_, item gjson.Result) bool {
-		var m chatMessage
-		if m, ok = decodeMessage(item); ok {
-			msgs = append(msgs, m)
+	for item := range v.elements() {
+		m, ok := decodeMessage(item)
+		if !ok {
+			return nil, false
 		}
-		return ok
-	})
-	if !ok {
-		return nil, false
+		msgs = append(msgs, m)
 	}
 	return msgs, true
 }
@@ -47,8 +40,8 @@ func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
 // messageFields are chatMessage's JSON names.
 var messageFields = []string{"role", "name", "content", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"}
 
-func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
-	_, ok = readFields(v, messageFields, true, func(f int, val gjson.Result) bool {
+func decodeMessage(v jnode) (m chatMessage, ok bool) {
+	_, ok = readFields(v, messageFields, true, func(f int, val jnode) bool {
 		ok := true
 		switch messageFields[f] {
 		case "role":
@@ -66,14 +59,13 @@ func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
 		case "audio":
 			m.Audio = rawBytes(val)
 		case "tool_calls":
-			if !val.IsArray() {
+			if !val.isArray() {
 				return false
 			}
 			m.ToolCalls = []json.RawMessage{}
-			val.ForEach(func(_, tc gjson.Result) bool {
+			for tc := range val.elements() {
 				m.ToolCalls = append(m.ToolCalls, rawBytes(tc))
-				return true
-			})
+			}
 		}
 		return ok
 	})
@@ -83,17 +75,16 @@ func decodeMessage(v gjson.Result) (m chatMessage, ok bool) {
 // decodeTextParts is json.Unmarshal(raw, &parts) for parts that have a
 // type and text and nothing else.
 func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
-	v := view(raw)
-	if !v.IsArray() {
+	v := root(raw)
+	if !v.isArray() {
 		return nil, false
 	}
-	ok = true
 	parts = []contentPart{}
-	v.ForEach(func(_, item gjson.Result) bool {
+	for item := range v.elements() {
 		var p contentPart
 		// Another field of contentPart, or an unknown one: encoding/json
 		// decides.
-		_, ok = readFields(item, partTextFields, false, func(f int, val gjson.Result) bool {
+		_, ok := readFields(item, partTextFields, false, func(f int, val jnode) bool {
 			var ok bool
 			if f == 0 {
 				p.Type, ok = str(val)
@@ -102,11 +93,10 @@ func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
 			}
 			return ok
 		})
+		if !ok {
+			return nil, false
+		}
 		parts = append(parts, p)
-		return ok
-	})
-	if !ok {
-		return nil, false
 	}
 	return parts, true
 }
@@ -119,35 +109,31 @@ var partTextFields = []string{"type", "text"}
 // object, a name comes twice, a key is escaped or a name but for case —
 // and on a name not in names unless skipUnknown. Bit i of seen is set
 // where names[i] was read.
-func readFields(v gjson.Result, names []string, skipUnknown bool, fn func(f int, val gjson.Result) bool) (seen uint64, ok bool) {
-	if !v.IsObject() {
+func readFields(v jnode, names []string, skipUnknown bool, fn func(f int, val jnode) bool) (seen uint64, ok bool) {
+	if !v.isObject() {
 		return 0, false
 	}
-	ok = true
-	v.ForEach(func(k, val gjson.Result) bool {
+	for k, val := range v.members() {
 		f := field(k, names)
 		if f == -1 && skipUnknown {
-			return true
+			continue
 		}
-		if f < 0 || seen&(1<<f) != 0 {
-			ok = false
-			return false
+		if f < 0 || seen&(1<<f) != 0 || !fn(f, val) {
+			return seen, false
 		}
 		seen |= 1 << f
-		ok = fn(f, val)
-		return ok
-	})
-	return seen, ok
+	}
+	return seen, true
 }
 
 // field is the index in names of the key k; -1 for a plain key that is
 // none of them, -2 for a key encoding/json might match differently: one
 // with an escape, or one that is a name but for case.
-func field(k gjson.Result, names []string) int {
-	if strings.IndexByte(k.Raw, '\\') >= 0 {
+func field(k jnode, names []string) int {
+	if strings.IndexByte(k.raw, '\\') >= 0 {
 		return -2
 	}
-	key := k.Raw[1 : len(k.Raw)-1]
+	key := k.raw[1 : len(k.raw)-1]
 	for i, n := range names {
 		if n == key {
 			return i
@@ -164,67 +150,29 @@ func field(k gjson.Result, names []string) int {
 // str is a JSON string's value as encoding/json decodes it; ok is false
 // for anything else (a null too: encoding/json leaves the field as it
 // was, which the caller's zero value would not tell).
-func str(v gjson.Result) (string, bool) {
-	if v.Type != gjson.String {
+func str(v jnode) (string, bool) {
+	if !v.isString() {
 		return "", false
 	}
-	s := v.Raw[1 : len(v.Raw)-1]
+	s := v.raw[1 : len(v.raw)-1]
 	if strings.IndexByte(s, '\\') < 0 && utf8.ValidString(s) {
 		return s, true
 	}
 	// Escapes, or bytes that are not UTF-8 (which encoding/json turns
 	// into U+FFFD): its own unquoting, on this one string.
 	var out string
-	if err := json.Unmarshal([]byte(v.Raw), &out); err != nil {
+	if err := json.Unmarshal([]byte(v.raw), &out); err != nil {
 		return "", false
 	}
 	return out, true
 }
 
 // rawBytes is v's JSON text, as a json.RawMessage field receives it.
-func rawBytes(v gjson.Result) json.RawMessage {
-	return unsafe.Slice(unsafe.StringData(v.Raw), len(v.Raw))
+func rawBytes(v jnode) json.RawMessage {
+	return unsafe.Slice(unsafe.StringData(v.raw), len(v.raw))
 }
 
 // jsonStr decodes raw, a JSON string, as encoding/json does.
 func jsonStr(raw []byte) (string, bool) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	return str(view(raw))
-}
-
-// maxDepth is encoding/json's limit on nesting: a deeper body is not
-// valid to it.
-const maxDepth = 10000
-
-// validJSON is json.Valid(b) (FuzzValidJSON compares them) at a fifth of
-// its cost: encoding/json's scanner calls a state function per byte. The
-// nesting is measured first, so that gjson's recursive validator never
-// goes deeper than encoding/json would.
-func validJSON(b []byte) bool {
-	depth, inString := 0, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			if depth++; depth > maxDepth {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return gjson.ValidBytes(b)
+	return str(root(raw))
 }

@@ -101,7 +101,7 @@ func FuzzDecodeUsage(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		v := view(raw)
+		v := root(raw)
 		got, gotErr := decodeUsage(v)
 		var w wireUsage
 		want, wantErr := budget.Usage{}, json.Unmarshal(raw, &w)

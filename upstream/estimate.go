@@ -109,7 +109,7 @@ func (m *Model) image(detail, param string) (int64, error) {
 }
 
 func (r *Request) chatInput(m *Model) (int64, error) {
-	raw, ok := r.fields["messages"]
+	raw, ok := r.fields.get("messages")
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
@@ -151,7 +151,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	}
 	var tools []string
 	for _, key := range []string{"tools", "functions"} {
-		raw, ok := r.fields[key]
+		raw, ok := r.fields.get(key)
 		if !ok || isNull(raw) {
 			continue
 		}
@@ -165,7 +165,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	}
 	// A JSON schema response format is shown to the model too; its JSON
 	// bounds the rendering from above.
-	if raw, ok := r.fields["response_format"]; ok && bytes.Contains(raw, []byte("json_schema")) {
+	if raw, ok := r.fields.get("response_format"); ok && bytes.Contains(raw, []byte("json_schema")) {
 		tools = append(tools, string(compact(raw)))
 	}
 	return m.Counter.Chat(counted, tools), nil
@@ -239,7 +239,7 @@ func compact(raw json.RawMessage) []byte {
 // It also returns how many prompts (inputs) it holds: an array of strings or
 // of token arrays is one per element, a string or one token array is one.
 func (r *Request) promptInput(m *Model, key string) (tokens, prompts int64, err error) {
-	raw, ok := r.fields[key]
+	raw, ok := r.fields.get(key)
 	if !ok || isNull(raw) {
 		return 0, 0, badRequest(key, "%s is required", key)
 	}

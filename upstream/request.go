@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
@@ -132,7 +130,7 @@ type Request struct {
 	Stream   bool
 	// User is the request's "user" field, if any.
 	User   string
-	fields map[string]json.RawMessage
+	fields fieldSet
 	// raw is the body as the client sent it (a translation reads it);
 	// members are its top-level members in order, and changed says a
 	// field was set or deleted since: the forwarded body is raw itself
@@ -156,34 +154,36 @@ type member struct {
 	keyFrom, keyTo, from, to int
 }
 
-// ParseRequest decodes a client body for endpoint e. Its top-level
-// members are read in place, one scan after validation: each field's raw
-// value is a slice of body, nothing is copied or decoded that the
+// ParseRequest decodes a client body for endpoint e: it validates the
+// body, then reads its top-level members in place in one walk that also
+// checks every key the gateway reads for case (see shape). Each field's
+// raw value is a slice of body; nothing is copied or decoded that the
 // estimate does not read.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {
-	if !validJSON(body) {
+	top := root(body)
+	if !validJSON(body) || !top.isObject() {
 		return nil, badRequest("", "the body is not a JSON object")
 	}
-	root := view(body)
-	if !root.IsObject() {
-		return nil, badRequest("", "the body is not a JSON object")
+	s, ok := shapes[e]
+	if !ok {
+		return nil, fmt.Errorf("upstream: no shape for endpoint %v", e)
 	}
-	if err := checkNames(e, body); err != nil {
-		return nil, err
-	}
-	r := &Request{Endpoint: e, fields: make(map[string]json.RawMessage, 12), raw: body}
-	root.ForEach(func(k, v gjson.Result) bool {
+	r := &Request{Endpoint: e, raw: body}
+	r.members = make([]member, 0, 8)
+	r.fields = make(fieldSet, 0, 8)
+	for k, v := range top.members() {
+		key, err := s.member(k, v, "")
+		if err != nil {
+			return nil, err
+		}
+		m := member{key: key, keyFrom: k.at, keyTo: k.at + len(k.raw), from: v.at, to: v.at + len(v.raw)}
+		r.members = append(r.members, m)
 		// A later duplicate wins, as encoding/json reads it: the earlier
 		// one is not forwarded (see body).
-		key := strings.Clone(k.Str)
-		m := member{key: key, keyFrom: k.Index, keyTo: k.Index + len(k.Raw), from: v.Index, to: v.Index + len(v.Raw)}
-		r.members = append(r.members, m)
-		if _, dup := r.fields[key]; dup {
+		if r.fields.put(key, body[m.from:m.to:m.to]) {
 			r.changed = true // the body is rewritten without the earlier one
 		}
-		r.fields[key] = body[m.from:m.to:m.to]
-		return true
-	})
+	}
 	if err := r.str("model", &r.Model); err != nil {
 		return nil, err
 	}
@@ -191,11 +191,11 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, badRequest("model", "is required")
 	}
 	if e == Messages {
-		r.User = gjsonString(r.fields["metadata"], "user_id")
+		r.User = gjsonString(r.fields.raw("metadata"), "user_id")
 	} else if err := r.str("user", &r.User); err != nil {
 		return nil, err
 	}
-	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
+	if raw, ok := r.fields.get("stream"); ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &r.Stream); err != nil {
 			return nil, badRequest("stream", "must be a boolean")
 		}
@@ -206,10 +206,58 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	return r, nil
 }
 
+// A fieldSet is a body's top-level fields by name: a handful, which a
+// slice holds in less time and memory than a map.
+type fieldSet []fieldEntry
+
+type fieldEntry struct {
+	key string
+	val json.RawMessage
+}
+
+// get is the value of field key.
+func (f fieldSet) get(key string) (json.RawMessage, bool) {
+	for i := range f {
+		if f[i].key == key {
+			return f[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// raw is the value of field key, or nil.
+func (f fieldSet) raw(key string) json.RawMessage {
+	v, _ := f.get(key)
+	return v
+}
+
+// put sets field key to v; replaced reports whether it was set before.
+func (f *fieldSet) put(key string, v json.RawMessage) (replaced bool) {
+	for i := range *f {
+		if (*f)[i].key == key {
+			(*f)[i].val = v
+			return true
+		}
+	}
+	*f = append(*f, fieldEntry{key, v})
+	return false
+}
+
+// del removes field key; ok reports whether it was there.
+func (f *fieldSet) del(key string) (ok bool) {
+	for i := range *f {
+		if (*f)[i].key == key {
+			*f = slices.Delete(*f, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 func (r *Request) str(key string, dst *string) error {
-	raw, ok := r.fields[key]
+	raw, ok := r.fields.get(key)
 	if !ok || isNull(raw) {
 		return nil
 	}
@@ -315,13 +363,13 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 
 // set gives field key the raw value v in the forwarded body.
 func (r *Request) set(key string, v json.RawMessage) {
-	r.fields[key], r.changed = v, true
+	r.fields.put(key, v)
+	r.changed = true
 }
 
 // del leaves field key out of the forwarded body.
 func (r *Request) del(key string) {
-	if _, ok := r.fields[key]; ok {
-		delete(r.fields, key)
+	if r.fields.del(key) {
 		r.changed = true
 	}
 }
@@ -342,7 +390,7 @@ func (r *Request) body() []byte {
 	b := make([]byte, 0, len(r.raw)+64)
 	b = append(b, '{')
 	for i, m := range r.members {
-		v, ok := r.fields[m.key]
+		v, ok := r.fields.get(m.key)
 		if !ok || last[m.key] != i {
 			continue
 		}
@@ -353,20 +401,20 @@ func (r *Request) body() []byte {
 		b = append(b, ':')
 		b = append(b, v...)
 	}
-	var added []string
-	for k := range r.fields {
-		if _, ok := last[k]; !ok {
-			added = append(added, k)
+	var added []fieldEntry
+	for _, f := range r.fields {
+		if _, ok := last[f.key]; !ok {
+			added = append(added, f)
 		}
 	}
-	slices.Sort(added)
-	for _, k := range added {
+	slices.SortFunc(added, func(a, b fieldEntry) int { return strings.Compare(a.key, b.key) })
+	for _, f := range added {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, k) // the gateway's own keys: plain ASCII
+		b = strconv.AppendQuote(b, f.key) // the gateway's own keys: plain ASCII
 		b = append(b, ':')
-		b = append(b, r.fields[k]...)
+		b = append(b, f.val...)
 	}
 	return append(b, '}')
 }
@@ -389,7 +437,7 @@ func encode(v any) ([]byte, error) {
 func (r *Request) capOutput(m *Model, p *Prepared) error {
 	key := "max_tokens"
 	if r.Endpoint == Messages {
-		if raw, ok := r.fields["max_tokens"]; !ok || isNull(raw) {
+		if raw, ok := r.fields.get("max_tokens"); !ok || isNull(raw) {
 			return badRequest("max_tokens", "is required")
 		}
 	}
@@ -397,8 +445,8 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 		key = "max_output_tokens"
 	}
 	if r.Endpoint == Chat {
-		if _, ok := r.fields["max_tokens"]; ok {
-			if _, both := r.fields["max_completion_tokens"]; both {
+		if _, ok := r.fields.get("max_tokens"); ok {
+			if _, both := r.fields.get("max_completion_tokens"); both {
 				return badRequest("max_tokens", "set max_tokens or max_completion_tokens, not both")
 			}
 		} else {
@@ -407,7 +455,7 @@ func (r *Request) capOutput(m *Model, p *Prepared) error {
 	}
 	if r.Endpoint == Chat && m.CapField == "max_tokens" && key == "max_completion_tokens" {
 		// The server reads max_tokens: the cap moves there.
-		if raw, ok := r.fields[key]; ok {
+		if raw, ok := r.fields.get(key); ok {
 			r.set("max_tokens", raw)
 			r.del(key)
 		}
@@ -477,7 +525,7 @@ const maxChoices = 128 * 128
 
 // positiveInt reads an optional integer field in [1, maxValue].
 func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, err error) {
-	raw, ok := r.fields[key]
+	raw, ok := r.fields.get(key)
 	if !ok || isNull(raw) {
 		return 0, false, nil
 	}
@@ -495,7 +543,7 @@ func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, er
 
 func (r *Request) askUsage(p *Prepared) error {
 	opts := map[string]json.RawMessage{}
-	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
+	if raw, ok := r.fields.get("stream_options"); ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &opts); err != nil {
 			return badRequest("stream_options", "must be an object")
 		}

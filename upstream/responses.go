@@ -26,7 +26,7 @@ type responsesItem struct {
 // lives at the provider and cannot be bounded here.
 func (r *Request) responsesInput(m *Model) (int64, error) {
 	for _, key := range []string{"previous_response_id", "conversation", "prompt"} {
-		if raw, ok := r.fields[key]; ok && !isNull(raw) {
+		if raw, ok := r.fields.get(key); ok && !isNull(raw) {
 			return 0, badRequest(key, "the gateway cannot bound the input of a stored conversation or prompt; send the input itself")
 		}
 	}
@@ -38,7 +38,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 	if instructions != "" {
 		msgs = append(msgs, tokenizer.ChatMessage{Role: "system", Texts: []string{instructions}})
 	}
-	raw, ok := r.fields["input"]
+	raw, ok := r.fields.get("input")
 	if !ok || isNull(raw) {
 		return 0, badRequest("input", "is required")
 	}
@@ -79,7 +79,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 		}
 	}
 	var tools []string
-	if raw, ok := r.fields["tools"]; ok && !isNull(raw) {
+	if raw, ok := r.fields.get("tools"); ok && !isNull(raw) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return 0, badRequest("tools", "must be an array")
@@ -91,7 +91,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 			tools = append(tools, string(compact(t)))
 		}
 	}
-	if raw, ok := r.fields["text"]; ok && gjson.GetBytes(raw, "format.type").String() == "json_schema" {
+	if raw, ok := r.fields.get("text"); ok && gjson.GetBytes(raw, "format.type").String() == "json_schema" {
 		tools = append(tools, string(compact(raw)))
 	}
 	return m.Counter.Chat(msgs, tools), nil
@@ -140,7 +140,7 @@ func responsesUsageAt(data []byte, path string) (budget.Usage, bool) {
 // UsageFromResponsesJSON extracts the usage of a non-streaming Responses
 // API response.
 func UsageFromResponsesJSON(body []byte) (budget.Usage, bool) {
-	if !gjson.ValidBytes(body) {
+	if !validJSON(body) {
 		return budget.Usage{}, false
 	}
 	return responsesUsageAt(body, "usage")

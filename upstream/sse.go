@@ -264,16 +264,16 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 		m.hold(data)
 		return false, nil
 	}
-	if !gjson.ValidBytes(data) {
+	if !validJSON(data) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
 	m.hold(data)
-	chunk := gjson.ParseBytes(data)
-	raw := chunk.Get("usage")
-	if !raw.IsObject() {
-		raw = chunk.Get("x_groq.usage") // Groq's, on its last chunk
+	chunk := root(data)
+	raw := chunk.get("usage")
+	if !raw.isObject() {
+		raw = chunk.get("x_groq").get("usage") // Groq's, on its last chunk
 	}
-	if !raw.IsObject() {
+	if !raw.isObject() {
 		return false, nil
 	}
 	u, err := decodeUsage(raw)
@@ -281,7 +281,7 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
-	return len(chunk.Get("choices").Array()) == 0, nil
+	return noElements(chunk.get("choices")), nil
 }
 
 // isTextKey reports whether a key (its bytes between the quotes) is one
@@ -312,7 +312,7 @@ func (m *StreamMeter) keepStrings(data []byte) {
 		if data[i] != '"' {
 			continue
 		}
-		end := stringEnd(data[i:])
+		end := quoteEnd(data[i:])
 		if end < 0 {
 			return
 		}
@@ -328,7 +328,7 @@ func (m *StreamMeter) keepStrings(data []byte) {
 			i--
 			continue
 		}
-		end = stringEnd(data[i:])
+		end = quoteEnd(data[i:])
 		if end < 0 {
 			return
 		}
@@ -384,10 +384,10 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index of the quote that closes the JSON string
+// quoteEnd returns the index of the quote that closes the JSON string
 // starting at s[0], or -1. (A byte loop: the strings of a chunk are a few
 // bytes each, shorter than what IndexByte's call costs.)
-func stringEnd(s []byte) int {
+func quoteEnd(s []byte) int {
 	for i := 1; i < len(s); i++ {
 		switch s[i] {
 		case '\\':
@@ -452,4 +452,16 @@ func (m *StreamMeter) Text() string {
 func (m *StreamMeter) Truncated() bool {
 	m.readPending()
 	return m.truncated
+}
+
+// noElements reports whether v is missing, null or an empty array: a
+// chunk with no choices.
+func noElements(v jnode) bool {
+	if v.isArray() {
+		for range v.elements() {
+			return false
+		}
+		return true
+	}
+	return v.raw == "" || v.isNull()
 }

@@ -136,7 +136,7 @@ func (r *Request) capName(cw convert.Wire) string {
 	if cw == convert.Anthropic {
 		return "max_tokens"
 	}
-	if _, ok := r.fields["max_tokens"]; ok {
+	if _, ok := r.fields.get("max_tokens"); ok {
 		return "max_tokens"
 	}
 	return "max_completion_tokens"
@@ -144,8 +144,8 @@ func (r *Request) capName(cw convert.Wire) string {
 
 // wantsUsage reports whether an OpenAI client asked for its stream's usage.
 func (r *Request) wantsUsage() bool {
-	return strings.Contains(string(r.fields["stream_options"]), `"include_usage":true`) ||
-		strings.Contains(string(r.fields["stream_options"]), `"include_usage": true`)
+	return strings.Contains(string(r.fields.raw("stream_options")), `"include_usage":true`) ||
+		strings.Contains(string(r.fields.raw("stream_options")), `"include_usage": true`)
 }
 
 // toolPromptTokens bounds what a provider adds to the prompt when tools

@@ -14,7 +14,7 @@ import (
 // ("How an estimate becomes an upper bound") lists every field of each
 // API and how it is bounded; this is the "refused" column.
 func (r *Request) refuseUnbounded(m *Model) error {
-	if tier := gjson.GetBytes(r.fields["service_tier"], "@this").String(); tier == "priority" {
+	if tier := gjson.GetBytes(r.fields.raw("service_tier"), "@this").String(); tier == "priority" {
 		return badRequest("service_tier", `service_tier "priority" bills above the model's list price; the gateway prices standard processing only`)
 	}
 	switch r.Endpoint {
@@ -22,19 +22,19 @@ func (r *Request) refuseUnbounded(m *Model) error {
 		if r.asksAudio() && !m.AudioOutput {
 			return badRequest("audio", "audio output is billed at audio token prices, which the model %s has none of (set models.%s.output_audio); ask for text", m.Name, m.Name)
 		}
-		if present(r.fields["web_search_options"]) {
+		if present(r.fields.raw("web_search_options")) {
 			return badRequest("web_search_options", "web_search_options bills per search, which the gateway cannot bound")
 		}
 		// messages[].audio is refused where the messages are read (chatInput).
 	case Messages:
-		if present(r.fields["mcp_servers"]) {
+		if present(r.fields.raw("mcp_servers")) {
 			return badRequest("mcp_servers", "mcp_servers run tools at the provider, whose results the gateway cannot bound")
 		}
-		if present(r.fields["container"]) {
+		if present(r.fields.raw("container")) {
 			return badRequest("container", "container bills code execution time, which the gateway cannot bound")
 		}
-		return eachElem(r.fields["tools"], func(i int, tool gjson.Result) error {
-			if t := tool.Get("type").String(); serverTool(t) {
+		return eachElem(r.fields.raw("tools"), func(i int, tool jnode) error {
+			if t := tool.get("type").text(); serverTool(t) {
 				param := fmt.Sprintf("tools[%d].type", i)
 				return badRequest(param, "%s: %q is a server tool billed by its own rules (searches, fetched pages, execution time); the gateway cannot bound it", param, t)
 			}
@@ -46,15 +46,15 @@ func (r *Request) refuseUnbounded(m *Model) error {
 
 // eachElem calls fn with each element of a JSON array and its index, until
 // fn returns an error.
-func eachElem(raw json.RawMessage, fn func(i int, v gjson.Result) error) error {
-	var err error
+func eachElem(raw json.RawMessage, fn func(i int, v jnode) error) error {
 	i := 0
-	view(raw).ForEach(func(_, v gjson.Result) bool {
-		err = fn(i, v)
+	for v := range root(raw).elements() {
+		if err := fn(i, v); err != nil {
+			return err
+		}
 		i++
-		return err == nil
-	})
-	return err
+	}
+	return nil
 }
 
 // serverTool reports whether an Anthropic tool type runs at the provider.
@@ -79,7 +79,7 @@ func present(raw json.RawMessage) bool {
 // provider bills the prediction's rejected tokens as output, on top of the
 // cap, so the whole prediction is added to the bound.
 func (r *Request) predicted(m *Model) int64 {
-	raw, ok := r.fields["prediction"]
+	raw, ok := r.fields.get("prediction")
 	if !ok || r.Endpoint != Chat {
 		return 0
 	}
@@ -100,5 +100,5 @@ func (r *Request) predicted(m *Model) int64 {
 
 // asksAudio reports whether a chat request asks for audio output.
 func (r *Request) asksAudio() bool {
-	return present(r.fields["audio"]) || gjson.GetBytes(r.fields["modalities"], `#(=="audio")`).Exists()
+	return present(r.fields.raw("audio")) || gjson.GetBytes(r.fields.raw("modalities"), `#(=="audio")`).Exists()
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
@@ -59,13 +57,13 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 // UsageFromJSON extracts the usage of a non-streaming response body. ok is
 // false when the body reports no valid usage.
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
-	// Only the usage object is decoded; gjson finds it without decoding
-	// the rest of a response that may be megabytes of embeddings.
-	if !gjson.ValidBytes(body) {
+	// Only the usage object is decoded; the rest of a response that may
+	// be megabytes of embeddings is skipped.
+	if !validJSON(body) {
 		return budget.Usage{}, false
 	}
-	raw := gjson.GetBytes(body, "usage")
-	if !raw.IsObject() {
+	raw := root(body).get("usage")
+	if !raw.isObject() {
 		return budget.Usage{}, false
 	}
 	u, err := decodeUsage(raw)
@@ -76,7 +74,7 @@ func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
 // form — known fields, integers, no duplicate — is read directly; any
 // other goes through encoding/json, whose reading the direct one equals
 // (FuzzDecodeUsage).
-func decodeUsage(raw gjson.Result) (budget.Usage, error) {
+func decodeUsage(raw jnode) (budget.Usage, error) {
 	if u, ok := usageFields(raw); ok {
 		if err := u.Validate(); err != nil {
 			return budget.Usage{}, err
@@ -84,7 +82,7 @@ func decodeUsage(raw gjson.Result) (budget.Usage, error) {
 		return u, nil
 	}
 	var w wireUsage
-	if err := json.Unmarshal([]byte(raw.Raw), &w); err != nil {
+	if err := json.Unmarshal([]byte(raw.raw), &w); err != nil {
 		return budget.Usage{}, err
 	}
 	return w.usage()
@@ -98,8 +96,8 @@ var (
 
 // usageFields is wireUsage.usage of raw's common form, before validation;
 // ok is false for any other form, and for a usage with no prompt_tokens.
-func usageFields(raw gjson.Result) (u budget.Usage, ok bool) {
-	seen, ok := readFields(raw, usageNames, true, func(f int, v gjson.Result) bool {
+func usageFields(raw jnode) (u budget.Usage, ok bool) {
+	seen, ok := readFields(raw, usageNames, true, func(f int, v jnode) bool {
 		ok := true
 		switch f {
 		case 0:
@@ -117,8 +115,8 @@ func usageFields(raw gjson.Result) (u budget.Usage, ok bool) {
 }
 
 // details reads an object of two integer fields, names, into a and b.
-func details(v gjson.Result, names []string, a, b *int64) bool {
-	_, ok := readFields(v, names, true, func(f int, v gjson.Result) bool {
+func details(v jnode, names []string, a, b *int64) bool {
+	_, ok := readFields(v, names, true, func(f int, v jnode) bool {
 		var ok bool
 		if f == 0 {
 			*a, ok = integer(v)
@@ -131,10 +129,10 @@ func details(v gjson.Result, names []string, a, b *int64) bool {
 }
 
 // integer is a JSON number that encoding/json decodes into an int64.
-func integer(v gjson.Result) (int64, bool) {
-	if v.Type != gjson.Number {
+func integer(v jnode) (int64, bool) {
+	if !v.isNumber() {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v.Raw, 10, 64)
+	n, err := strconv.ParseInt(v.raw, 10, 64)
 	return n, err == nil
 }

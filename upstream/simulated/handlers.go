@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +30,8 @@ type request struct {
 	BestOf              int64             `json:"best_of"`
 	Stream              bool              `json:"stream"`
 	StreamOptions       struct {
-		IncludeUsage bool `json:"include_usage"`
+		IncludeUsage       bool  `json:"include_usage"`
+		IncludeObfuscation *bool `json:"include_obfuscation"`
 	} `json:"stream_options"`
 	Dimensions     int             `json:"dimensions"`
 	EncodingFormat string          `json:"encoding_format"`
@@ -317,48 +320,126 @@ type generation struct {
 	choices                     []choice
 	usage                       usage
 	object, chunkObject, prefix string
+	chunks                      uint64 // chunks sent, for their obfuscation
 }
 
-// writeCompletion answers a completion in one JSON body.
+// writeCompletion answers a completion in one JSON body, its fields in
+// the order OpenAI writes them.
 func (s *Server) writeCompletion(w http.ResponseWriter, g *generation) {
-	out := make([]map[string]any, len(g.choices))
+	out := make([]any, len(g.choices))
 	for i, c := range g.choices {
-		out[i] = map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
+		ch := object().set("index", i)
 		if g.chat {
-			msg := map[string]any{"role": "assistant", "content": c.text, "refusal": nil}
+			msg := object().set("role", "assistant").set("content", c.text).set("refusal", nil).set("annotations", []any{})
 			if c.call != nil {
-				msg["content"] = nil
-				msg["tool_calls"] = []any{map[string]any{"id": c.call.id, "type": "function", "function": map[string]any{"name": c.call.name, "arguments": c.call.args}}}
+				msg.set("content", nil)
+				msg.set("tool_calls", []any{object().set("id", c.call.id).set("type", "function").
+					set("function", object().set("name", c.call.name).set("arguments", c.call.args))})
 			}
-			out[i]["message"] = msg
+			ch.set("message", msg)
 		} else {
-			out[i]["text"] = c.text
+			ch.set("text", c.text)
 		}
+		out[i] = ch.set("logprobs", nil).set("finish_reason", c.finish)
 	}
 	s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 	s.delivered(g.req.Model, g.usage.CompletionTokens)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": id(g.prefix, g.seed), "object": g.object, "created": g.created, "model": g.req.Model,
-		"choices": out, "usage": g.usage, "system_fingerprint": "fp_simulated"})
+	writeJSON(w, http.StatusOK, object().set("id", id(g.prefix, g.seed)).set("object", g.object).
+		set("created", g.created).set("model", g.req.Model).set("choices", out).set("usage", g.usage).
+		set("service_tier", "default").set("system_fingerprint", "fp_simulated"))
 }
 
-// chunk is one streamed chunk of choice i of g.
-func (g *generation) chunk(i int, text string, finish any, first bool) map[string]any {
-	c := map[string]any{"index": i, "finish_reason": finish, "logprobs": nil}
+// chunk is one streamed chunk of choice i of g, as OpenAI writes it:
+// "usage": null on every chunk of a stream that asked for usage, and an
+// "obfuscation" string of random length on every delta chunk unless
+// stream_options.include_obfuscation is false.
+func (g *generation) chunk(i int, text string, finish any, first bool) *fields {
+	c := object().set("index", i)
 	if g.chat {
-		delta := map[string]any{}
+		delta := object()
 		if first {
-			delta["role"] = "assistant"
+			delta.set("role", "assistant")
 		}
 		if text != "" || first {
-			delta["content"] = text
+			delta.set("content", text)
 		}
-		c["delta"] = delta
+		if first {
+			delta.set("refusal", nil)
+		}
+		c.set("delta", delta)
 	} else {
-		c["text"] = text
+		c.set("text", text)
 	}
-	return map[string]any{"id": id(g.prefix, g.seed), "object": g.chunkObject, "created": g.created,
-		"model": g.req.Model, "choices": []any{c}, "system_fingerprint": "fp_simulated"}
+	c.set("logprobs", nil).set("finish_reason", finish)
+	ch := g.head().set("choices", []any{c})
+	if g.req.StreamOptions.IncludeUsage {
+		ch.set("usage", nil)
+	}
+	if o := g.req.StreamOptions.IncludeObfuscation; o == nil || *o {
+		g.chunks++
+		ch.set("obfuscation", obfuscation(g.seed+g.chunks))
+	}
+	return ch
+}
+
+// head is the first fields of every chunk of g.
+func (g *generation) head() *fields {
+	return object().set("id", id(g.prefix, g.seed)).set("object", g.chunkObject).set("created", g.created).
+		set("model", g.req.Model).set("service_tier", "default").set("system_fingerprint", "fp_simulated")
+}
+
+// obfuscation is 1 to 16 random characters.
+func obfuscation(seed uint64) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	x := seed*0x9E3779B97F4A7C15 + 1
+	b := make([]byte, 1+x%16)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = alphabet[x%uint64(len(alphabet))]
+	}
+	return string(b)
+}
+
+// fields is a JSON object that keeps its keys in the order they were
+// first set — as a real server writes its structs, not sorted as Go
+// writes a map.
+type fields struct {
+	keys []string
+	vals []any
+}
+
+func object() *fields { return &fields{} }
+
+// set sets key to v, in its place if it is set already.
+func (f *fields) set(key string, v any) *fields {
+	for i, k := range f.keys {
+		if k == key {
+			f.vals[i] = v
+			return f
+		}
+	}
+	f.keys, f.vals = append(f.keys, key), append(f.vals, v)
+	return f
+}
+
+// MarshalJSON writes the fields in order.
+func (f *fields) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, k := range f.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, k)
+		b = append(b, ':')
+		v, err := json.Marshal(f.vals[i])
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, v...)
+	}
+	return append(b, '}'), nil
 }
 
 // streamCompletion answers a completion as server-sent events, with the
@@ -387,9 +468,9 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 		if i == len(g.choices)-1 && s.opts.Fault != DropUsage {
 			switch s.opts.Dialect {
 			case "mistral":
-				last["usage"] = g.usage
+				last.set("usage", g.usage)
 			case "groq":
-				last["x_groq"] = map[string]any{"id": "req_sim", "usage": g.usage}
+				last.set("x_groq", object().set("id", "req_sim").set("usage", g.usage))
 			}
 			if s.opts.Dialect != "" {
 				s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
@@ -399,8 +480,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 			return
 		}
 	}
-	usageChunk := map[string]any{"id": id(g.prefix, g.seed), "object": g.chunkObject, "created": g.created,
-		"model": g.req.Model, "choices": []any{}, "usage": g.usage}
+	usageChunk := g.head().set("choices", []any{}).set("usage", g.usage)
 	if g.req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage && s.opts.Dialect == "" {
 		s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 		if !send(usageChunk) {
@@ -464,20 +544,21 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 // streamCall streams choice i's tool call as OpenAI does: its id and name,
 // then its arguments in pieces, then the finish.
 func (s *Server) streamCall(send func(any) bool, g *generation, i int, c choice) bool {
-	call := func(fn map[string]any, id string) map[string]any {
-		tc := map[string]any{"index": 0, "function": fn}
+	call := func(fn *fields, id string) *fields {
+		tc := object().set("index", 0)
 		if id != "" {
-			tc["id"], tc["type"] = id, "function"
+			tc.set("id", id).set("type", "function")
 		}
+		tc.set("function", fn)
 		ch := g.chunk(i, "", nil, false)
-		ch["choices"].([]any)[0].(map[string]any)["delta"] = map[string]any{"tool_calls": []any{tc}}
+		ch.vals[slices.Index(ch.keys, "choices")].([]any)[0].(*fields).set("delta", object().set("tool_calls", []any{tc}))
 		return ch
 	}
-	if !send(call(map[string]any{"name": c.call.name, "arguments": ""}, c.call.id)) {
+	if !send(call(object().set("name", c.call.name).set("arguments", ""), c.call.id)) {
 		return false
 	}
 	for _, p := range pieces(c.call.args, 12) {
-		if !send(call(map[string]any{"arguments": p}, "")) {
+		if !send(call(object().set("arguments", p), "")) {
 			return false
 		}
 	}

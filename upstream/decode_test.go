@@ -198,3 +198,34 @@ func runesOf(s string) string {
 	}
 	return b.String()
 }
+
+// FuzzKeepStringsInSequence: a meter that skips the head a chunk shares
+// with the one before keeps what scanning each chunk afresh keeps, for any
+// bytes: b is a's first cut bytes followed by tail, as the chunks of one
+// stream share their head.
+func FuzzKeepStringsInSequence(f *testing.F) {
+	head := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"`
+	f.Add([]byte(head+`Hello"},"finish_reason":null}]}`), uint16(len(head)), []byte(` world"},"finish_reason":null}]}`))
+	f.Add([]byte(head+`a"}}]}`), uint16(len(head)-3), []byte(`nt":"b","text":"c"}}]}`))
+	f.Add([]byte(`{"name":"x","content":"y"}`), uint16(3), []byte(`me":"x","content":"y"}`))
+	f.Add([]byte(`{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`), uint16(60), []byte(`xt":"b\"c"}}`))
+	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
+		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
+		want := func(chunks ...[]byte) string {
+			var s string
+			for _, c := range chunks {
+				m := NewStreamMeter(1 << 20)
+				m.keepStrings(c)
+				s += m.Text()
+			}
+			return s
+		}(a, b, b, a)
+		m := NewStreamMeter(1 << 20)
+		for _, c := range [][]byte{a, b, b, a} {
+			m.keepStrings(c)
+		}
+		if got := m.Text(); got != want {
+			t.Fatalf("chunks %q then %q kept %q, one by one %q", a, b, got, want)
+		}
+	})
+}

@@ -97,3 +97,26 @@ func TestValidJSONStrings(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMayHoldUsage: a chunk whose usage the full parse finds is never
+// passed over by the quick test.
+func FuzzMayHoldUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null,"obfuscation":"x"}`,
+		`{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+		`{"choices":[{"delta":{"content":"usage\":null"}}],"usage" : {"prompt_tokens":1}}`,
+		`{"x_groq":{"id":"r","usage":{"prompt_tokens":3}},"usage":null}`,
+		`{"usage":nullx}`, `{"usage":   null, "usage":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !validJSON(data) {
+			return
+		}
+		chunk := root(data)
+		if (chunk.get("usage").isObject() || chunk.get("x_groq").get("usage").isObject()) && !mayHoldUsage(data) {
+			t.Fatalf("mayHoldUsage(%s) = false, and it holds usage", data)
+		}
+	})
+}

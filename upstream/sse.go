@@ -135,6 +135,9 @@ type StreamMeter struct {
 	// within its bound never is.
 	pending []byte
 	ends    []int
+	// head is the last plain chunk's bytes up to the opening quote of its
+	// first text key (keepPlainStrings).
+	head []byte
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for.
@@ -257,10 +260,7 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if m.responses {
 		return false, m.observeResponses(data)
 	}
-	// `usage"` rather than `"usage"`: a chunk is full of quotes, each a
-	// false start for the search, and this passes every chunk the other
-	// would (half the time on a chat chunk).
-	if !bytes.Contains(data, []byte(`usage"`)) {
+	if !mayHoldUsage(data) {
 		m.hold(data)
 		return false, nil
 	}
@@ -345,10 +345,20 @@ func (m *StreamMeter) keepStrings(data []byte) {
 // common one: every quote then opens or closes a string, so the strings
 // are the pairs of quotes, and the quotes are found eight bytes at a time
 // instead of walking every string byte by byte.
+//
+// The chunks of one stream repeat their head ("id", "object", "created",
+// "model", ... "delta") up to the first text key. Where a chunk begins
+// with the previous chunk's bytes up to and including the opening quote of
+// that one's first text key, nothing before that quote is text (the same
+// bytes scanned the same), and the scan starts there.
 func (m *StreamMeter) keepPlainStrings(data []byte) {
+	from := 0
+	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
+		from = n - 1
+	}
 	var stack [128]int
 	quotes := stack[:0]
-	i := 0
+	i := from
 	for ; i+8 <= len(data); i += 8 {
 		x := binary.LittleEndian.Uint64(data[i:]) ^ 0x2222222222222222 // a quote's byte is zero
 		// The high bit of each zero byte, exactly (no carry between bytes).
@@ -362,16 +372,26 @@ func (m *StreamMeter) keepPlainStrings(data []byte) {
 			quotes = append(quotes, i)
 		}
 	}
+	first := -1
 	for q := 0; q+1 < len(quotes); q += 2 {
 		start, end := quotes[q], quotes[q+1]
 		j := skipSpace(data, end+1)
 		if j == len(data) || data[j] != ':' || !isTextKey(data[start+1:end]) {
 			continue // a value, or a key whose value is not text
 		}
+		if first < 0 {
+			first = start
+		}
 		if v := skipSpace(data, j+1); q+3 < len(quotes) && quotes[q+2] == v {
 			m.keepBytes(data[v+1 : quotes[q+3]])
 			q += 2 // the value is no key
 		}
+	}
+	switch {
+	case first < 0:
+		m.head = m.head[:0]
+	case first != from:
+		m.head = append(m.head[:0], data[:first+1]...)
 	}
 }
 
@@ -452,6 +472,28 @@ func (m *StreamMeter) Text() string {
 func (m *StreamMeter) Truncated() bool {
 	m.readPending()
 	return m.truncated
+}
+
+// mayHoldUsage reports whether a chunk may report usage: whether some
+// `usage"` in it is not a key whose value is null. OpenAI sends "usage":
+// null on every chunk of a stream that asked for usage, and only the last
+// one holds it; a chunk without the bytes holds none. (`usage"` rather
+// than `"usage"`: a chunk is full of quotes, each a false start for the
+// search.)
+func mayHoldUsage(data []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(data[i:], []byte(`usage"`))
+		if j < 0 {
+			return false
+		}
+		i += j + len(`usage"`)
+		if k := skipSpace(data, i); k < len(data) && data[k] == ':' {
+			if k = skipSpace(data, k+1); bytes.HasPrefix(data[k:], []byte("null")) {
+				continue
+			}
+		}
+		return true
+	}
 }
 
 // noElements reports whether v is missing, null or an empty array: a

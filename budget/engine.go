@@ -56,15 +56,18 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 	if err := est.Validate(); err != nil {
 		return nil, Result{Decider: -1}, err
 	}
-	seen := make(map[string]struct{}, len(limits))
 	debits := make([]Debit, len(limits))
 	shard := 0
 	for i, l := range limits {
 		if err := l.Validate(); err != nil {
 			return nil, Result{Decider: -1}, err
 		}
-		if _, dup := seen[l.Bucket]; dup {
-			return nil, Result{Decider: -1}, fmt.Errorf("budget: bucket %q listed twice", l.Bucket)
+		// A request has a handful of limits: comparing each with those
+		// before it costs less than hashing them into a set.
+		for j := range i {
+			if limits[j].Bucket == l.Bucket {
+				return nil, Result{Decider: -1}, fmt.Errorf("budget: bucket %q listed twice", l.Bucket)
+			}
 		}
 		if l.Partition != limits[0].Partition {
 			return nil, Result{Decider: -1}, fmt.Errorf("budget: limits span partitions %q and %q", limits[0].Partition, l.Partition)
@@ -75,7 +78,6 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 			}
 			shard = l.Shard
 		}
-		seen[l.Bucket] = struct{}{}
 		amount := est.Of(l.Unit)
 		if l.Kind == Concurrency {
 			amount = 1

@@ -190,7 +190,7 @@ func (l *Limit) Validate() error {
 	if l.Bucket == "" {
 		return errors.New("budget: limit without bucket")
 	}
-	if strings.ContainsAny(l.Partition, "/{}~") {
+	if strings.IndexFunc(l.Partition, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == '~' }) >= 0 {
 		return fmt.Errorf("budget: limit %s: partition %q contains / { } or ~", l.Bucket, l.Partition)
 	}
 	if l.Shard < 0 || l.Shard > MaxShards {

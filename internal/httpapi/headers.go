@@ -27,6 +27,10 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	policy := make([]byte, 0, 64*len(limits))
 	state := make([]byte, 0, 48*len(limits))
 	tightest := -1
+	// names[i] is where limit i's name is in policy, quotes excluded: the
+	// X- headers that name a limit take it from there, not from a string
+	// of their own.
+	var names [16][2]int
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
 		if l.Shadow || l.Kind == budget.Meter {
@@ -36,7 +40,11 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 			policy = append(policy, ", "...)
 			state = append(state, ", "...)
 		}
+		from := len(policy) + 1
 		policy = appendName(policy, l)
+		if i < len(names) {
+			names[i] = [2]int{from, len(policy) - 1}
+		}
 		policy = append(policy, ";q="...)
 		policy = strconv.AppendInt(policy, s.Capacity, 10)
 		policy = append(policy, `;qu="`...)
@@ -63,17 +71,24 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 		vals = append(vals, v)
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	set("Ratelimit-Policy", string(policy))
+	ps := string(policy)
+	set("Ratelimit-Policy", ps)
 	set("Ratelimit", string(state))
+	name := func(i int) string {
+		if i < len(names) && names[i][1] > 0 {
+			return ps[names[i][0]:names[i][1]]
+		}
+		return policyName(&limits[i]) // not enforced, or past the sixteenth
+	}
 	if d := res.Decider; d >= 0 && d < len(limits) {
 		set("X-Ratelimit-Limit", strconv.FormatInt(res.Status[d].Capacity, 10))
 		set("X-Ratelimit-Remaining", strconv.FormatInt(res.Status[d].Remaining, 10))
 		set("X-Ratelimit-Reset", strconv.FormatInt(seconds(res.Status[d].ResetAfter), 10))
-		set("X-Ratelimit-Policy", policyName(&limits[d]))
+		set("X-Ratelimit-Policy", name(d))
 	}
 	if tightest >= 0 {
-		l, s := &limits[tightest], res.Status[tightest]
-		set("X-Tollgate-Budget-Policy", policyName(l))
+		s := res.Status[tightest]
+		set("X-Tollgate-Budget-Policy", name(tightest))
 		set("X-Tollgate-Budget-Limit-Usd", dollars(s.Capacity))
 		set("X-Tollgate-Budget-Remaining-Usd", dollars(s.Remaining))
 		set("X-Tollgate-Budget-Reset", strconv.FormatInt(seconds(s.ResetAfter), 10))

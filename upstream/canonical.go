@@ -51,10 +51,7 @@ func (s *shape) check(v jnode, path string) error {
 // name. key is the member's name, unescaped; where it is one s reads, it
 // is that name's own string (it does not point into the body).
 func (s *shape) member(k, val jnode, path string) (key string, err error) {
-	key = k.raw[1 : len(k.raw)-1]
-	if strings.IndexByte(key, '\\') >= 0 {
-		key, _ = str(k)
-	}
+	key = keyName(k)
 	name, ok := s.name(key)
 	if !ok {
 		if name != "" {

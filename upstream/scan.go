@@ -353,15 +353,20 @@ func (v jnode) elements() iter.Seq[jnode] {
 // reads it), or the zero jnode.
 func (v jnode) get(key string) jnode {
 	for k, val := range v.members() {
-		if name := k.raw[1 : len(k.raw)-1]; name == key {
+		if keyName(k) == key {
 			return val
-		} else if strings.IndexByte(name, '\\') >= 0 {
-			if name, _ = str(k); name == key {
-				return val
-			}
 		}
 	}
 	return jnode{}
+}
+
+// keyName is a member's name: its key unquoted.
+func keyName(k jnode) string {
+	name := k.raw[1 : len(k.raw)-1]
+	if strings.IndexByte(name, '\\') >= 0 {
+		name, _ = str(k)
+	}
+	return name
 }
 
 // text is v as gjson's String gives it: a string's value, "" for null or

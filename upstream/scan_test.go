@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/budget"
 )
 
 // tree is what walking a validated text with the scanner reads: the value
@@ -117,6 +119,43 @@ func FuzzMayHoldUsage(f *testing.F) {
 		chunk := root(data)
 		if (chunk.get("usage").isObject() || chunk.get("x_groq").get("usage").isObject()) && !mayHoldUsage(data) {
 			t.Fatalf("mayHoldUsage(%s) = false, and it holds usage", data)
+		}
+	})
+}
+
+// FuzzObserveUsageInSequence: a meter that starts its usage search past
+// the head it knows finds every usage a full parse of each chunk finds:
+// over chunks a, b, b, a, b (b is a's first cut bytes followed by tail, as
+// the chunks of one stream share their head), read each chunk's text as it
+// came, it holds after each chunk the last usage reported so far.
+func FuzzObserveUsageInSequence(f *testing.F) {
+	head := `{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"`
+	f.Add([]byte(head+`hi"}}],"usage":null}`), uint16(len(head)), []byte(`x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`))
+	f.Add([]byte(`{"usage":null,"choices":[{"delta":{"content":"a"}}]}`), uint16(9), []byte(`{"prompt_tokens":2},"choices":[]}`))
+	// The usage key opens with the head's last quote, where the text key did.
+	f.Add([]byte(`{"content":"hi"}`), uint16(2), []byte(`usage":{"prompt_tokens":2},"content":"x"}`))
+	f.Add([]byte(`{"choices":[{"delta":{"text":"a"}}],"x_groq":null}`), uint16(24), []byte(`"b"}}],"x_groq":{"usage":{"prompt_tokens":5}}}`))
+	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
+		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
+		m := NewStreamMeter(1 << 20)
+		var want budget.Usage
+		var has bool
+		for i, c := range [][]byte{a, b, b, a, b} {
+			_, _ = m.Observe(c)
+			m.Text() // reads the chunk: the head it keeps is the next chunk's
+			if c = bytes.TrimSpace(c); validJSON(c) {
+				chunk := root(c)
+				u := chunk.get("usage")
+				if !u.isObject() {
+					u = chunk.get("x_groq").get("usage")
+				}
+				if got, err := decodeUsage(u); u.isObject() && err == nil {
+					want, has = got, true
+				}
+			}
+			if got, ok := m.Usage(); ok != has || got != want {
+				t.Fatalf("chunks %q, %q: after chunk %d usage %+v %v, a full parse of each: %+v %v", a, b, i, got, ok, want, has)
+			}
 		}
 	})
 }

@@ -136,8 +136,9 @@ type StreamMeter struct {
 	pending []byte
 	ends    []int
 	// head is the last plain chunk's bytes up to the opening quote of its
-	// first text key (keepPlainStrings).
-	head []byte
+	// first text key (keepPlainStrings); headUsage says usage" is in it.
+	head      []byte
+	headUsage bool
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for.
@@ -260,7 +261,14 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if m.responses {
 		return false, m.observeResponses(data)
 	}
-	if !mayHoldUsage(data) {
+	// The search for usage starts where the chunk leaves the head of the
+	// last chunk read, when that head has no usage key: five bytes before,
+	// so that a key across the boundary is not missed.
+	from := 0
+	if n := len(m.head); n > 0 && !m.headUsage && len(data) >= n && bytes.Equal(data[:n], m.head) {
+		from = max(0, n-len(`usage`))
+	}
+	if !mayHoldUsage(data[from:]) {
 		m.hold(data)
 		return false, nil
 	}
@@ -268,20 +276,30 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
 	m.hold(data)
-	chunk := root(data)
-	raw := chunk.get("usage")
-	if !raw.isObject() {
-		raw = chunk.get("x_groq").get("usage") // Groq's, on its last chunk
+	// One walk for the three fields, each the first of its name (as get).
+	var usage, groq, choices jnode
+	for k, v := range root(data).members() {
+		switch name := keyName(k); {
+		case name == "usage" && usage.raw == "":
+			usage = v
+		case name == "x_groq" && groq.raw == "":
+			groq = v
+		case name == "choices" && choices.raw == "":
+			choices = v
+		}
 	}
-	if !raw.isObject() {
+	if !usage.isObject() {
+		usage = groq.get("usage") // Groq's, on its last chunk
+	}
+	if !usage.isObject() {
 		return false, nil
 	}
-	u, err := decodeUsage(raw)
+	u, err := decodeUsage(usage)
 	if err != nil {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
-	return noElements(chunk.get("choices")), nil
+	return noElements(choices), nil
 }
 
 // isTextKey reports whether a key (its bytes between the quotes) is one
@@ -392,6 +410,7 @@ func (m *StreamMeter) keepPlainStrings(data []byte) {
 		m.head = m.head[:0]
 	case first != from:
 		m.head = append(m.head[:0], data[:first+1]...)
+		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/jsonlog"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
@@ -244,8 +245,19 @@ func tail(b []byte) string {
 }
 
 // One JSON line per request with what an operator needs, and never the API
-// key or the prompt.
+// key or the prompt — through slog's JSON handler, and through the one
+// `serve --log-format json` uses, which the gateway writes lines to
+// without a record.
 func TestRequestLogLines(t *testing.T) {
+	for name, handler := range map[string]func(io.Writer) slog.Handler{
+		"slog":    func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, nil) },
+		"jsonlog": func(w io.Writer) slog.Handler { return jsonlog.New(w) },
+	} {
+		t.Run(name, func(t *testing.T) { testRequestLogLines(t, handler) })
+	}
+}
+
+func testRequestLogLines(t *testing.T, handler func(io.Writer) slog.Handler) {
 	sim, err := simulated.New(simulated.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +267,7 @@ func TestRequestLogLines(t *testing.T) {
 	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-secret-key-123")}
 	cfg := apptest.Config(t, cfgYAML, vars)
 	var logs syncBuffer
-	a, err := app.New(cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	a, err := app.New(cfg, slog.New(handler(&logs)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,13 +68,28 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	}
 	// Typed attributes: the line is written at every request, and an
 	// untyped argument is boxed (an allocation) before it is written.
-	g.log.LogAttrs(ctx, slog.LevelInfo, "request",
+	g.logLine(ctx, "request",
 		slog.String("request_id", cl.id), slog.String("org", cl.principal.Org), slog.String("team", cl.principal.Team), slog.String("key", cl.principal.Key),
 		slog.String("model", cl.model), slog.Bool("stream", cl.llm.Stream), slog.String("reservation", e.ReservationID), slog.String("outcome", outcome.String()),
 		slog.String("degraded", cl.degraded), slog.String("bypass", cl.bypass),
 		slog.Bool("served", served), slog.Int64("estimate_usd_micros", int64(cl.estimate.Cost)), slog.Int64("actual_usd_micros", int64(actual.Cost)),
 		slog.Int64("input_tokens", u.InputTokens), slog.Int64("output_tokens", u.OutputTokens), slog.Bool("usage_estimated", u.Estimated),
 		slog.Int64("duration_ms", g.now().Sub(cl.start).Milliseconds()))
+}
+
+// lineLogger is a handler that writes a line from its attributes without
+// the record a Logger would build for it (jsonlog.Handler).
+type lineLogger interface {
+	LogLine(level slog.Level, msg string, attrs ...slog.Attr) bool
+}
+
+// logLine logs an Info line: through the handler directly where it can
+// write one, through the Logger otherwise.
+func (g *Gateway) logLine(ctx context.Context, msg string, attrs ...slog.Attr) {
+	if l, ok := g.log.Handler().(lineLogger); ok && l.LogLine(slog.LevelInfo, msg, attrs...) {
+		return
+	}
+	g.log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }
 
 // settle charges cl's reservation the actual amounts and hands the ledger

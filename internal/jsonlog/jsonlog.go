@@ -78,8 +78,47 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 // appendRecord appends r's line to b; ok is false where r has anything
 // but flat attributes of the kinds written here.
 func (h *Handler) appendRecord(b []byte, r slog.Record) (_ []byte, ok bool) {
+	return h.appendLine(b, r.Time, r.Level, r.Message, r.Attrs)
+}
+
+// LogLine writes a line of level, msg and attrs at the current time, as
+// Handle writes the record a Logger would make of them — without the
+// record, and without the caller's program counter a Logger looks up for
+// it, which this handler never writes. ok is false where the line is not
+// one this handler writes itself (see appendRecord): the caller then logs
+// it through its Logger.
+func (h *Handler) LogLine(level slog.Level, msg string, attrs ...slog.Attr) (ok bool) {
+	return h.lineAt(time.Now(), level, msg, attrs)
+}
+
+func (h *Handler) lineAt(t time.Time, level slog.Level, msg string, attrs []slog.Attr) (ok bool) {
+	if !h.Enabled(context.Background(), level) {
+		return true
+	}
+	bp := buffers.Get().(*[]byte)
+	b, ok := h.appendLine((*bp)[:0], t, level, msg, func(yield func(slog.Attr) bool) {
+		for _, a := range attrs {
+			if !yield(a) {
+				return
+			}
+		}
+	})
+	if ok {
+		_, _ = h.out.Write(b)
+	}
+	if cap(b) <= 64<<10 {
+		*bp = b
+		buffers.Put(bp)
+	}
+	return ok
+}
+
+// appendLine appends the line of a record of t, level, msg and the
+// attributes each yields; ok is false where it has anything but flat
+// attributes of the kinds written here.
+func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string, each func(yield func(slog.Attr) bool)) (_ []byte, ok bool) {
 	ok = true
-	r.Attrs(func(a slog.Attr) bool {
+	each(func(a slog.Attr) bool {
 		switch a.Value.Kind() {
 		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
 			ok = a.Key != ""
@@ -92,18 +131,18 @@ func (h *Handler) appendRecord(b []byte, r slog.Record) (_ []byte, ok bool) {
 		return b, false
 	}
 	b = append(b, '{')
-	if !r.Time.IsZero() {
-		if b, ok = h.appendTime(append(b, `"time":"`...), r.Time.Round(0)); !ok {
+	if !t.IsZero() {
+		if b, ok = h.appendTime(append(b, `"time":"`...), t.Round(0)); !ok {
 			return b, false
 		}
 		b = append(b, `",`...)
 	}
 	b = append(b, `"level":"`...)
-	b = append(b, r.Level.String()...)
+	b = append(b, level.String()...)
 	b = append(b, `","msg":"`...)
-	b = appendEscaped(b, r.Message)
+	b = appendEscaped(b, msg)
 	b = append(b, '"')
-	r.Attrs(func(a slog.Attr) bool {
+	each(func(a slog.Attr) bool {
 		b = append(b, `,"`...)
 		b = appendEscaped(b, a.Key)
 		b = append(b, `":`...)

@@ -86,6 +86,15 @@ func TestSameBytesAsSlog(t *testing.T) {
 		if b, ok := h.appendRecord(nil, r); ok && len(b) > 0 {
 			fast++
 		}
+		// The same line from the attributes alone, as LogLine writes it.
+		var attrs []slog.Attr
+		r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+		got.Reset()
+		if ok := h.lineAt(tm, r.Level, r.Message, attrs); ok != (got.Len() > 0 || r.Level < slog.LevelInfo) {
+			t.Fatalf("record %d: lineAt says %v and wrote %q", i, ok, got.Bytes())
+		} else if ok && r.Level >= slog.LevelInfo && !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("record %d from its attributes:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
+		}
 	}
 	if fast < 15000 {
 		t.Errorf("only %d of 20,000 records took the fast path", fast)

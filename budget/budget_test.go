@@ -208,3 +208,21 @@ func TestMoneyDigitsAreFmts(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionBytes: a partition holding a byte the Redis store uses in
+// its keys ('/', '{', '}', '~') is refused, anywhere in it.
+func TestPartitionBytes(t *testing.T) {
+	l := budget.Limit{Bucket: "b", Name: "n", Scope: budget.ScopeOrg, Kind: budget.Concurrency, Unit: budget.Requests, Amount: 1}
+	for _, p := range []string{"", "org", "org-1.x_y"} {
+		l.Partition = p
+		if err := l.Validate(); err != nil {
+			t.Errorf("partition %q: %v", p, err)
+		}
+	}
+	for _, p := range []string{"/", "a{", "}b", "a~b", "org/team"} {
+		l.Partition = p
+		if err := l.Validate(); err == nil {
+			t.Errorf("partition %q was accepted", p)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -190,7 +189,7 @@ func (l *Limit) Validate() error {
 	if l.Bucket == "" {
 		return errors.New("budget: limit without bucket")
 	}
-	if strings.IndexFunc(l.Partition, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == '~' }) >= 0 {
+	if partitionHasReserved(l.Partition) {
 		return fmt.Errorf("budget: limit %s: partition %q contains / { } or ~", l.Bucket, l.Partition)
 	}
 	if l.Shard < 0 || l.Shard > MaxShards {
@@ -229,6 +228,19 @@ func (l *Limit) Validate() error {
 		return fmt.Errorf("budget: limit %s: unknown unit %v", l.Bucket, l.Unit)
 	}
 	return nil
+}
+
+// partitionHasReserved reports whether p holds '/', '{', '}' or '~'. A
+// byte loop: Validate runs for every limit of every request, and
+// ContainsAny builds a set of the four for each call.
+func partitionHasReserved(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '/', '{', '}', '~':
+			return true
+		}
+	}
+	return false
 }
 
 // Amounts is what a request takes (at reservation) or took (at settlement)

@@ -30,6 +30,15 @@ func validJSON(b []byte) bool {
 }
 
 func validText(s string) bool {
+	ok, _ := validFind(s, "")
+	return ok
+}
+
+// validFind is validText that also finds, on the way, the value of the
+// first top-level member named key (as get would): at is its offset, or
+// -1.
+func validFind(s, key string) (ok bool, at int) {
+	at = -1
 	// objects: bit d is set where the container at depth d is an object.
 	var objects [maxDepth/64 + 1]uint64
 	depth := 0
@@ -37,12 +46,12 @@ func validText(s string) bool {
 	for {
 		// A value starts at i.
 		if i >= len(s) {
-			return false
+			return false, -1
 		}
 		switch c := s[i]; c {
 		case '{', '[':
 			if depth == maxDepth {
-				return false
+				return false, -1
 			}
 			if c == '{' {
 				objects[depth/64] |= 1 << (depth % 64)
@@ -56,43 +65,50 @@ func validText(s string) bool {
 				break // empty: the value ends here
 			}
 			if c == '{' {
+				k := i
 				if i = memberValue(s, i); i < 0 {
-					return false
+					return false, -1
+				}
+				if depth == 1 && at < 0 && key != "" && isKey(s[k:i], key) {
+					at = i
 				}
 			}
 			continue // its first value
 		case '"':
 			if i = stringEnd(s, i+1); i < 0 {
-				return false
+				return false, -1
 			}
 		case 't':
 			if !strings.HasPrefix(s[i:], "true") {
-				return false
+				return false, -1
 			}
 			i += 4
 		case 'f':
 			if !strings.HasPrefix(s[i:], "false") {
-				return false
+				return false, -1
 			}
 			i += 5
 		case 'n':
 			if !strings.HasPrefix(s[i:], "null") {
-				return false
+				return false, -1
 			}
 			i += 4
 		default:
 			if i = numberEnd(s, i); i < 0 {
-				return false
+				return false, -1
 			}
 		}
 		// A value ended at i: close what it ends, up to the next value.
 		for {
 			i = ws(s, i)
 			if depth == 0 {
-				return i == len(s)
+				if i != len(s) {
+					return false, -1
+				}
+				return true, at
 			}
 			if i >= len(s) {
-				return false
+				return false, -1
 			}
 			d := depth - 1
 			inObject := objects[d/64]&(1<<(d%64)) != 0
@@ -100,19 +116,34 @@ func validText(s string) bool {
 			if c == ',' {
 				i = ws(s, i+1)
 				if inObject {
+					k := i
 					if i = memberValue(s, i); i < 0 {
-						return false
+						return false, -1
+					}
+					if depth == 1 && at < 0 && key != "" && isKey(s[k:i], key) {
+						at = i
 					}
 				}
 				break
 			}
 			if c != '}' && c != ']' || (c == '}') != inObject {
-				return false
+				return false, -1
 			}
 			depth--
 			i++
 		}
 	}
+}
+
+// isKey reports whether m, a member's key, colon and the space around
+// them as memberValue read them, names key.
+func isKey(m, key string) bool {
+	e := strings.LastIndexByte(m, ':')
+	k := m[:e]
+	for k[len(k)-1] != '"' {
+		k = k[:len(k)-1] // the space before the colon
+	}
+	return keyName(jnode{raw: k}) == key
 }
 
 // memberValue reads a member's key and colon from i: where its value

@@ -159,3 +159,34 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidFind: validating and finding a top-level member in one pass
+// answers what validJSON and then get answer.
+func FuzzValidFind(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"x","choices":[{"message":{"usage":1}}],"usage":{"prompt_tokens":1}}`,
+		`{"usag\u0065" : {"a":1}, "usage":2}`, `{"usage":null}`, `[{"usage":1}]`, `{"a":{"usage":1}}`,
+		`{"a:usage" :1,"usage"  :  [1]}`, `{"usage":1`, `"usage"`,
+	} {
+		f.Add([]byte(s), "usage")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, key string) {
+		if len(b) == 0 || key == "" {
+			return
+		}
+		ok, at := validFind(string(b), key)
+		if ok != json.Valid(b) {
+			t.Fatalf("validFind(%q) = %v, json.Valid %v", b, ok, !ok)
+		}
+		if !ok {
+			return
+		}
+		want := -1
+		if v := root(b).get(key); v.raw != "" {
+			want = v.at
+		}
+		if at != want {
+			t.Fatalf("validFind(%q, %q) found %d, get %d", b, key, at, want)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"unsafe"
 
 	"github.com/tollgate-dev/tollgate/budget"
 )
@@ -59,10 +60,15 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
 	// Only the usage object is decoded; the rest of a response that may
 	// be megabytes of embeddings is skipped.
-	if !validJSON(body) {
+	if len(body) == 0 {
 		return budget.Usage{}, false
 	}
-	raw := root(body).get("usage")
+	s := unsafe.String(&body[0], len(body))
+	ok, at := validFind(s, "usage") // validated and found in one pass
+	if !ok || at < 0 {
+		return budget.Usage{}, false
+	}
+	raw := jnode{s[at:skip(s, at)], at}
 	if !raw.isObject() {
 		return budget.Usage{}, false
 	}

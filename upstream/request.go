@@ -145,6 +145,10 @@ type Request struct {
 	audio int64
 	// capKey is the output cap's field, once Prepare has read it.
 	capKey string
+	// memberBuf and fieldBuf hold the members and fields of a body of a
+	// usual size, in the request's own allocation.
+	memberBuf [10]member
+	fieldBuf  [10]fieldEntry
 }
 
 // member is one top-level member of the client's body: its key, and
@@ -169,8 +173,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 		return nil, fmt.Errorf("upstream: no shape for endpoint %v", e)
 	}
 	r := &Request{Endpoint: e, raw: body}
-	r.members = make([]member, 0, 8)
-	r.fields = make(fieldSet, 0, 8)
+	r.members, r.fields = r.memberBuf[:0], r.fieldBuf[:0]
 	for k, v := range top.members() {
 		key, err := s.member(k, v, "")
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/budget"
 )
@@ -156,6 +157,19 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 			if got, ok := m.Usage(); ok != has || got != want {
 				t.Fatalf("chunks %q, %q: after chunk %d usage %+v %v, a full parse of each: %+v %v", a, b, i, got, ok, want, has)
 			}
+		}
+		// Held, not read: the bound on their text is at least the text.
+		// (Text that is not UTF-8 in an escaped string comes out as
+		// U+FFFD, three bytes for one: such chunks are left out here.)
+		if !utf8.Valid(a) || !utf8.Valid(tail) {
+			return
+		}
+		m = NewStreamMeter(1 << 20)
+		for _, c := range [][]byte{a, b, b, a, b, b} {
+			_, _ = m.Observe(c)
+		}
+		if bound, text := m.TextBound(), m.Text(); bound < len(text) {
+			t.Fatalf("chunks %q, %q: text bound %d, text %q (%d bytes)", a, b, bound, text, len(text))
 		}
 	})
 }

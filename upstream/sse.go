@@ -135,6 +135,9 @@ type StreamMeter struct {
 	// within its bound never is.
 	pending []byte
 	ends    []int
+	// pendingText bounds the text of the pending chunks: their bytes
+	// from their head's last quote on.
+	pendingText int
 	// head is the last plain chunk's bytes up to the opening quote of its
 	// first text key (keepPlainStrings); headUsage says usage" is in it.
 	head      []byte
@@ -143,8 +146,18 @@ type StreamMeter struct {
 
 // hold keeps data, a chunk, for its text to be read when asked for.
 func (m *StreamMeter) hold(data []byte) {
+	n := len(m.head)
+	if n == 0 || len(data) < n || !bytes.Equal(data[:n], m.head) {
+		// A chunk of another layout is read now: its head is what the
+		// chunks after it are held against.
+		m.readPending()
+		m.keepStrings(data)
+		return
+	}
 	m.pending = append(m.pending, data...)
 	m.ends = append(m.ends, len(m.pending))
+	// Nothing before the head's last quote is text (keepPlainStrings).
+	m.pendingText += len(data) - (n - 1)
 }
 
 // readPending reads the text of the chunks kept by hold.
@@ -154,12 +167,13 @@ func (m *StreamMeter) readPending() {
 		m.keepStrings(m.pending[from:end])
 		from = end
 	}
-	m.pending, m.ends = m.pending[:0], m.ends[:0]
+	m.pending, m.ends, m.pendingText = m.pending[:0], m.ends[:0], 0
 }
 
 // TextBound bounds the length of Text from above without reading the
-// chunks not read yet: their text is within their bytes.
-func (m *StreamMeter) TextBound() int { return m.text.Len() + len(m.pending) }
+// chunks not read yet: their text is within their bytes past the head
+// they share with the chunk read before them.
+func (m *StreamMeter) TextBound() int { return m.text.Len() + m.pendingText }
 
 // NewStreamMeter returns a meter for an OpenAI stream that keeps at most
 // maxText bytes of output.

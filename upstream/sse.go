@@ -146,18 +146,20 @@ type StreamMeter struct {
 
 // hold keeps data, a chunk, for its text to be read when asked for.
 func (m *StreamMeter) hold(data []byte) {
-	n := len(m.head)
-	if n == 0 || len(data) < n || !bytes.Equal(data[:n], m.head) {
-		// A chunk of another layout is read now: its head is what the
-		// chunks after it are held against.
-		m.readPending()
-		m.keepStrings(data)
-		return
-	}
 	m.pending = append(m.pending, data...)
 	m.ends = append(m.ends, len(m.pending))
-	// Nothing before the head's last quote is text (keepPlainStrings).
-	m.pendingText += len(data) - (n - 1)
+	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
+		// Nothing before the head's last quote is text (keepPlainStrings).
+		m.pendingText += len(data) - (n - 1)
+		return
+	}
+	// A chunk of another layout: all of it may be text, and its head,
+	// found by a scan that keeps nothing, is what the chunks after it are
+	// held against.
+	m.pendingText += len(data)
+	if bytes.IndexByte(data, '\\') < 0 {
+		m.scanPlain(data, false)
+	}
 }
 
 // readPending reads the text of the chunks kept by hold.
@@ -383,7 +385,11 @@ func (m *StreamMeter) keepStrings(data []byte) {
 // with the previous chunk's bytes up to and including the opening quote of
 // that one's first text key, nothing before that quote is text (the same
 // bytes scanned the same), and the scan starts there.
-func (m *StreamMeter) keepPlainStrings(data []byte) {
+func (m *StreamMeter) keepPlainStrings(data []byte) { m.scanPlain(data, true) }
+
+// scanPlain is keepPlainStrings, keeping the text only where keep is set:
+// either way it leaves the chunk's head in m.head.
+func (m *StreamMeter) scanPlain(data []byte, keep bool) {
 	from := 0
 	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
 		from = n - 1
@@ -415,6 +421,9 @@ func (m *StreamMeter) keepPlainStrings(data []byte) {
 			first = start
 		}
 		if v := skipSpace(data, j+1); q+3 < len(quotes) && quotes[q+2] == v {
+			if !keep {
+				break // the head is known, and nothing is kept
+			}
 			m.keepBytes(data[v+1 : quotes[q+3]])
 			q += 2 // the value is no key
 		}

@@ -165,11 +165,21 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 			return
 		}
 		m = NewStreamMeter(1 << 20)
+		var wantText string
 		for _, c := range [][]byte{a, b, b, a, b, b} {
 			_, _ = m.Observe(c)
+			if c = bytes.TrimSpace(c); !bytes.Equal(c, []byte("[DONE]")) {
+				fresh := NewStreamMeter(1 << 20)
+				fresh.keepStrings(c)
+				wantText += fresh.Text()
+			}
 		}
-		if bound, text := m.TextBound(), m.Text(); bound < len(text) {
+		bound, text := m.TextBound(), m.Text()
+		if bound < len(text) {
 			t.Fatalf("chunks %q, %q: text bound %d, text %q (%d bytes)", a, b, bound, text, len(text))
+		}
+		if text != wantText {
+			t.Fatalf("chunks %q, %q held, then read: %q; each read afresh: %q", a, b, text, wantText)
 		}
 	})
 }

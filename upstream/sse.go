@@ -135,41 +135,47 @@ type StreamMeter struct {
 	// within its bound never is.
 	pending []byte
 	ends    []int
-	// pendingText bounds the text of the pending chunks: their bytes
-	// from their head's last quote on.
+	// skips are where each pending chunk's text can begin (headSkip);
+	// pendingText bounds their text: their bytes from there on.
+	skips       []int
 	pendingText int
 	// head is the last plain chunk's bytes up to the opening quote of its
-	// first text key (keepPlainStrings); headUsage says usage" is in it.
+	// first text key (scanPlain); headUsage says usage" is in it.
 	head      []byte
 	headUsage bool
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for.
-func (m *StreamMeter) hold(data []byte) {
+func (m *StreamMeter) hold(data []byte, skip int) {
 	m.pending = append(m.pending, data...)
 	m.ends = append(m.ends, len(m.pending))
-	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
-		// Nothing before the head's last quote is text (keepPlainStrings).
-		m.pendingText += len(data) - (n - 1)
-		return
+	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {
+		// A chunk of another layout: its head, found by a scan that
+		// keeps nothing, is what the chunks after it are held against.
+		skip = m.scanPlain(data, false, 0)
 	}
-	// A chunk of another layout: all of it may be text, and its head,
-	// found by a scan that keeps nothing, is what the chunks after it are
-	// held against.
-	m.pendingText += len(data)
-	if bytes.IndexByte(data, '\\') < 0 {
-		m.scanPlain(data, false)
-	}
+	m.skips = append(m.skips, skip)
+	// Nothing before the head's last quote is text (scanPlain).
+	m.pendingText += len(data) - skip
 }
 
 // readPending reads the text of the chunks kept by hold.
 func (m *StreamMeter) readPending() {
 	from := 0
-	for _, end := range m.ends {
-		m.keepStrings(m.pending[from:end])
+	for i, end := range m.ends {
+		m.keepStringsFrom(m.pending[from:end], m.skips[i])
 		from = end
 	}
-	m.pending, m.ends, m.pendingText = m.pending[:0], m.ends[:0], 0
+	m.pending, m.ends, m.skips, m.pendingText = m.pending[:0], m.ends[:0], m.skips[:0], 0
+}
+
+// headSkip is where the text of a chunk can begin: the last quote of the
+// head it shares with the last chunk scanned, or 0.
+func (m *StreamMeter) headSkip(data []byte) int {
+	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
+		return n - 1
+	}
+	return 0
 }
 
 // TextBound bounds the length of Text from above without reading the
@@ -280,18 +286,19 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	// The search for usage starts where the chunk leaves the head of the
 	// last chunk read, when that head has no usage key: five bytes before,
 	// so that a key across the boundary is not missed.
-	from := 0
-	if n := len(m.head); n > 0 && !m.headUsage && len(data) >= n && bytes.Equal(data[:n], m.head) {
-		from = max(0, n-len(`usage`))
+	skip, from := m.headSkip(data), 0
+	if skip > 0 && !m.headUsage {
+		from = max(0, skip+1-len(`usage`))
 	}
+	// Held before it is parsed: a malformed chunk's text reached the
+	// client all the same, and counts.
+	m.hold(data, skip)
 	if !mayHoldUsage(data[from:]) {
-		m.hold(data)
 		return false, nil
 	}
 	if !validJSON(data) {
 		return false, errors.New("upstream: malformed stream chunk")
 	}
-	m.hold(data)
 	// One walk for the three fields, each the first of its name (as get).
 	var usage, groq, choices jnode
 	for k, v := range root(data).members() {
@@ -337,9 +344,13 @@ func isTextKey(k []byte) bool {
 // nulls under the same keys — logprobs' "content", say — are skipped);
 // every other string is stepped over whole, so text that looks like a key
 // inside a value is never read as one.
-func (m *StreamMeter) keepStrings(data []byte) {
+func (m *StreamMeter) keepStrings(data []byte) { m.keepStringsFrom(data, m.headSkip(data)) }
+
+// keepStringsFrom is keepStrings for a chunk whose text can begin no
+// earlier than skip (headSkip).
+func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 	if bytes.IndexByte(data, '\\') < 0 {
-		m.keepPlainStrings(data)
+		m.scanPlain(data, true, skip)
 		return
 	}
 	for i := 0; i < len(data); i++ {
@@ -375,25 +386,20 @@ func (m *StreamMeter) keepStrings(data []byte) {
 	}
 }
 
-// keepPlainStrings is keepStrings for a chunk without a backslash, the
-// common one: every quote then opens or closes a string, so the strings
-// are the pairs of quotes, and the quotes are found eight bytes at a time
-// instead of walking every string byte by byte.
+// scanPlain is keepStrings for a chunk without a backslash, the common
+// one: every quote then opens or closes a string, so the strings are the
+// pairs of quotes, and the quotes are found eight bytes at a time instead
+// of walking every string byte by byte. It keeps the text only where keep
+// is set; either way it leaves the chunk's head in m.head, and returns
+// where the chunk's text can begin.
 //
 // The chunks of one stream repeat their head ("id", "object", "created",
 // "model", ... "delta") up to the first text key. Where a chunk begins
-// with the previous chunk's bytes up to and including the opening quote of
+// with a scanned chunk's bytes up to and including the opening quote of
 // that one's first text key, nothing before that quote is text (the same
-// bytes scanned the same), and the scan starts there.
-func (m *StreamMeter) keepPlainStrings(data []byte) { m.scanPlain(data, true) }
-
-// scanPlain is keepPlainStrings, keeping the text only where keep is set:
-// either way it leaves the chunk's head in m.head.
-func (m *StreamMeter) scanPlain(data []byte, keep bool) {
-	from := 0
-	if n := len(m.head); n > 0 && len(data) >= n && bytes.Equal(data[:n], m.head) {
-		from = n - 1
-	}
+// bytes scan the same): from, that quote's offset (headSkip), is where the
+// scan starts.
+func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
 	var stack [128]int
 	quotes := stack[:0]
 	i := from
@@ -431,10 +437,12 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool) {
 	switch {
 	case first < 0:
 		m.head = m.head[:0]
+		return from
 	case first != from:
 		m.head = append(m.head[:0], data[:first+1]...)
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
 	}
+	return first
 }
 
 // skipSpace returns the index of the first byte of b from i that is not

@@ -26,15 +26,11 @@ func validJSON(b []byte) bool {
 	if len(b) == 0 {
 		return false
 	}
-	return validText(unsafe.String(&b[0], len(b)))
-}
-
-func validText(s string) bool {
-	ok, _ := validFind(s, "")
+	ok, _ := validFind(unsafe.String(&b[0], len(b)), "")
 	return ok
 }
 
-// validFind is validText that also finds, on the way, the value of the
+// validFind is validJSON on text that also finds, on the way, the value of the
 // first top-level member named key (as get would): at is its offset, or
 // -1.
 func validFind(s, key string) (ok bool, at int) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -447,12 +448,7 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
 
 // skipSpace returns the index of the first byte of b from i that is not
 // JSON white space.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
+func skipSpace(b []byte, i int) int { return ws(unsafe.String(unsafe.SliceData(b), len(b)), i) }
 
 // quoteEnd returns the index of the quote that closes the JSON string
 // starting at s[0], or -1. (A byte loop: the strings of a chunk are a few

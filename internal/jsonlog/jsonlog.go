@@ -12,7 +12,9 @@ package jsonlog
 import (
 	"context"
 	"io"
+	"iter"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,19 +62,26 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 
 // Handle writes r as one line.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
+	ok, err := h.write(func(b []byte) ([]byte, bool) { return h.appendRecord(b, r) })
+	if !ok {
+		err = h.slow.Handle(ctx, r)
+	}
+	return err
+}
+
+// write writes the line line appends to a pooled buffer, where it can
+// (ok).
+func (h *Handler) write(line func(b []byte) ([]byte, bool)) (ok bool, err error) {
 	bp := buffers.Get().(*[]byte)
-	b, ok := h.appendRecord((*bp)[:0], r)
-	var err error
+	b, ok := line((*bp)[:0])
 	if ok {
 		_, err = h.out.Write(b)
-	} else {
-		err = h.slow.Handle(ctx, r)
 	}
 	if cap(b) <= 64<<10 {
 		*bp = b
 		buffers.Put(bp)
 	}
-	return err
+	return ok, err
 }
 
 // appendRecord appends r's line to b; ok is false where r has anything
@@ -95,28 +104,14 @@ func (h *Handler) lineAt(t time.Time, level slog.Level, msg string, attrs []slog
 	if !h.Enabled(context.Background(), level) {
 		return true
 	}
-	bp := buffers.Get().(*[]byte)
-	b, ok := h.appendLine((*bp)[:0], t, level, msg, func(yield func(slog.Attr) bool) {
-		for _, a := range attrs {
-			if !yield(a) {
-				return
-			}
-		}
-	})
-	if ok {
-		_, _ = h.out.Write(b)
-	}
-	if cap(b) <= 64<<10 {
-		*bp = b
-		buffers.Put(bp)
-	}
+	ok, _ = h.write(func(b []byte) ([]byte, bool) { return h.appendLine(b, t, level, msg, slices.Values(attrs)) })
 	return ok
 }
 
 // appendLine appends the line of a record of t, level, msg and the
 // attributes each yields; ok is false where it has anything but flat
 // attributes of the kinds written here.
-func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string, each func(yield func(slog.Attr) bool)) (_ []byte, ok bool) {
+func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string, each iter.Seq[slog.Attr]) (_ []byte, ok bool) {
 	ok = true
 	each(func(a slog.Attr) bool {
 		switch a.Value.Kind() {

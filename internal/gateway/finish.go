@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/jsonlog"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 )
 
@@ -30,7 +32,7 @@ func (g *Gateway) Done(cl *Call) {
 }
 
 func (g *Gateway) finish(ctx context.Context, cl *Call) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := withLazyDeadline(ctx, time.Now().Add(5*time.Second))
 	defer cancel()
 	ctx, end := g.span(ctx, "settle")
 	defer end(nil)
@@ -77,19 +79,16 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 		slog.Int64("duration_ms", g.now().Sub(cl.start).Milliseconds()))
 }
 
-// lineLogger is a handler that writes a line from its attributes without
-// the record a Logger would build for it (jsonlog.Handler).
-type lineLogger interface {
-	LogLine(level slog.Level, msg string, attrs ...slog.Attr) bool
-}
-
-// logLine logs an Info line: through the handler directly where it can
-// write one, through the Logger otherwise.
+// logLine logs an Info line: through our JSON handler directly where the
+// logger has it (no record built, and the attributes stay on the caller's
+// stack: the request line is written at every request), through the
+// Logger otherwise.
 func (g *Gateway) logLine(ctx context.Context, msg string, attrs ...slog.Attr) {
-	if l, ok := g.log.Handler().(lineLogger); ok && l.LogLine(slog.LevelInfo, msg, attrs...) {
+	if h, ok := g.log.Handler().(*jsonlog.Handler); ok && h.LogLine(slog.LevelInfo, msg, attrs...) {
 		return
 	}
-	g.log.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+	// A copy: the Logger's handler may keep what it is given.
+	g.log.LogAttrs(ctx, slog.LevelInfo, msg, slices.Clone(attrs)...)
 }
 
 // settle charges cl's reservation the actual amounts and hands the ledger

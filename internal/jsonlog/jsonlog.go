@@ -12,9 +12,7 @@ package jsonlog
 import (
 	"context"
 	"io"
-	"iter"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -77,17 +75,29 @@ func (h *Handler) write(line func(b []byte) ([]byte, bool)) (ok bool, err error)
 	if ok {
 		_, err = h.out.Write(b)
 	}
+	putBuffer(bp, b)
+	return ok, err
+}
+
+// putBuffer returns b, grown from *bp, to the pool, unless it grew past
+// what is worth keeping.
+func putBuffer(bp *[]byte, b []byte) {
 	if cap(b) <= 64<<10 {
 		*bp = b
 		buffers.Put(bp)
 	}
-	return ok, err
 }
 
 // appendRecord appends r's line to b; ok is false where r has anything
 // but flat attributes of the kinds written here.
 func (h *Handler) appendRecord(b []byte, r slog.Record) (_ []byte, ok bool) {
-	return h.appendLine(b, r.Time, r.Level, r.Message, r.Attrs)
+	var buf [24]slog.Attr
+	attrs := buf[:0]
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = append(attrs, a)
+		return true
+	})
+	return h.appendLine(b, r.Time, r.Level, r.Message, attrs)
 }
 
 // LogLine writes a line of level, msg and attrs at the current time, as
@@ -104,26 +114,29 @@ func (h *Handler) lineAt(t time.Time, level slog.Level, msg string, attrs []slog
 	if !h.Enabled(context.Background(), level) {
 		return true
 	}
-	ok, _ = h.write(func(b []byte) ([]byte, bool) { return h.appendLine(b, t, level, msg, slices.Values(attrs)) })
+	bp := buffers.Get().(*[]byte)
+	b, ok := h.appendLine((*bp)[:0], t, level, msg, attrs)
+	if ok {
+		_, _ = h.out.Write(b)
+	}
+	putBuffer(bp, b)
 	return ok
 }
 
-// appendLine appends the line of a record of t, level, msg and the
-// attributes each yields; ok is false where it has anything but flat
-// attributes of the kinds written here.
-func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string, each iter.Seq[slog.Attr]) (_ []byte, ok bool) {
-	ok = true
-	each(func(a slog.Attr) bool {
-		switch a.Value.Kind() {
+// appendLine appends the line of a record of t, level, msg and attrs; ok
+// is false where it has anything but flat attributes of the kinds written
+// here. A plain loop over a slice: the line is written at every request,
+// and an iterator's closures cost allocations and calls per attribute.
+func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string, attrs []slog.Attr) (_ []byte, ok bool) {
+	for i := range attrs {
+		switch attrs[i].Value.Kind() {
 		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
-			ok = a.Key != ""
+			if attrs[i].Key == "" {
+				return b, false
+			}
 		default:
-			ok = false
+			return b, false
 		}
-		return ok
-	})
-	if !ok {
-		return b, false
 	}
 	b = append(b, '{')
 	if !t.IsZero() {
@@ -137,12 +150,12 @@ func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string
 	b = append(b, `","msg":"`...)
 	b = appendEscaped(b, msg)
 	b = append(b, '"')
-	each(func(a slog.Attr) bool {
+	for i := range attrs {
+		a := &attrs[i]
 		b = append(b, `,"`...)
 		b = appendEscaped(b, a.Key)
 		b = append(b, `":`...)
-		v := a.Value
-		switch v.Kind() {
+		switch v := a.Value; v.Kind() {
 		case slog.KindString:
 			b = append(b, '"')
 			b = appendEscaped(b, v.String())
@@ -156,8 +169,7 @@ func (h *Handler) appendLine(b []byte, t time.Time, level slog.Level, msg string
 		case slog.KindDuration:
 			b = strconv.AppendInt(b, int64(v.Duration()), 10)
 		}
-		return true
-	})
+	}
 	return append(b, "}\n"...), true
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -114,5 +115,19 @@ func TestDerivedAndDisabled(t *testing.T) {
 	strip := func(b []byte) []byte { return bytes.SplitN(b, []byte(`"level"`), 2)[1] } // the times differ
 	if !bytes.Equal(strip(got.Bytes()), strip(want.Bytes())) {
 		t.Fatalf("got %s\nwant %s", got.Bytes(), want.Bytes())
+	}
+}
+
+// TestLogLineAllocatesNothing: the request line is written at every
+// request; building it takes no allocation of its own (the buffer is
+// pooled, the attributes are read in place).
+func TestLogLineAllocatesNothing(t *testing.T) {
+	h := New(io.Discard)
+	n := testing.AllocsPerRun(1000, func() {
+		h.LogLine(slog.LevelInfo, "request", slog.String("request_id", "R1"), slog.Int64("actual_usd_micros", 32),
+			slog.Bool("served", true), slog.String("model", "gpt\n4o"), slog.Uint64("n", 7), slog.Duration("d", time.Second))
+	})
+	if n != 0 {
+		t.Fatalf("LogLine allocates %v times a line", n)
 	}
 }

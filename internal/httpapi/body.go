@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // readBody reads the whole body up to max bytes, within the body deadline
@@ -24,7 +25,18 @@ func readBody(c echo.Context, max int64) ([]byte, error) {
 	if st := settingsOf(c); st != nil {
 		src = paceBody(c.Response(), r.Body, st.Config().Server, time.Now())
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), io.NopCloser(src), max))
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 {
+		// The server stops the body at its Content-Length, which is
+		// within max: one buffer of that size.
+		body, err = httpx.ReadAll(src, r.ContentLength, max)
+		if err == nil && int64(len(body)) > max {
+			return nil, errTooLarge
+		}
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(c.Response(), io.NopCloser(src), max))
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		var ne net.Error
@@ -46,7 +58,7 @@ func readBody(c echo.Context, max int64) ([]byte, error) {
 // error from Read, and the connection is closed with 408.
 type pacedBody struct {
 	r     io.Reader
-	rc    *http.ResponseController
+	rc    http.ResponseController
 	cfg   config.Server
 	start time.Time
 	n     int64
@@ -55,7 +67,7 @@ type pacedBody struct {
 // paceBody wraps body; where the connection cannot take a deadline (a
 // test's recorder), it is read as it is.
 func paceBody(w http.ResponseWriter, body io.Reader, cfg config.Server, now time.Time) io.Reader {
-	p := &pacedBody{r: body, rc: http.NewResponseController(w), cfg: cfg, start: now}
+	p := &pacedBody{r: body, rc: *http.NewResponseController(w), cfg: cfg, start: now}
 	if p.extend() != nil {
 		return body
 	}

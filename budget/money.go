@@ -47,6 +47,9 @@ func (m Money) Micros() string {
 	return string(m.appendMicros(b[:0], false))
 }
 
+// AppendMicros appends m as Micros writes it.
+func (m Money) AppendMicros(b []byte) []byte { return m.appendMicros(b, false) }
+
 // abs splits m into its sign ("-" or "") and its magnitude.
 func (m Money) abs() (string, uint64) {
 	if m < 0 {

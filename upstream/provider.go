@@ -53,9 +53,9 @@ func NewProvider(c ProviderConfig) (Provider, error) {
 	base := strings.TrimSuffix(c.BaseURL, "/")
 	switch c.Kind {
 	case "", "openai":
-		return openAI{base: base, key: c.APIKey}, nil
+		return newOpenAI(base, c.APIKey), nil
 	case "azure":
-		return azure{openAI: openAI{base: base, key: c.APIKey}, version: c.APIVersion, deployments: c.Deployments}, nil
+		return azure{openAI: newOpenAI(base, c.APIKey), version: c.APIVersion, deployments: c.Deployments}, nil
 	case "anthropic":
 		return anthropicProvider{base: base, key: c.APIKey}, nil
 	case "gemini":
@@ -69,7 +69,12 @@ func NewProvider(c ProviderConfig) (Provider, error) {
 }
 
 // openAI is any OpenAI-compatible API: bearer key, paths below the base.
-type openAI struct{ base, key string }
+type openAI struct {
+	base, key string
+	bearer    string // "Bearer <key>", made once: it is sent at every request
+}
+
+func newOpenAI(base, key string) openAI { return openAI{base: base, key: key, bearer: "Bearer " + key} }
 
 func (openAI) Kind() string { return "openai" }
 
@@ -89,7 +94,7 @@ func (p openAI) URL(ep Endpoint, _ string, _ bool) string { return p.base + ep.P
 
 func (p openAI) Header(out, _ http.Header) {
 	if p.key != "" {
-		out.Set("Authorization", "Bearer "+p.key)
+		out.Set("Authorization", p.bearer)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
@@ -24,11 +25,13 @@ import (
 // charged at its reservation.
 const maxResponseBytes = 32 << 20
 
-// forwarded request headers; everything else the client sent (its key,
-// cookies, internal headers) stays at the gateway.
-var forwardHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
+// forwarded request headers (canonical, as returnHeaders); everything else
+// the client sent (its key, cookies, internal headers) stays at the
+// gateway.
+var forwardHeaders = []string{"Accept", "User-Agent", "Openai-Beta"}
 
-// returned response headers; the upstream's own rate-limit headers and
+// returned response headers (canonical: they are looked up and set as
+// they are); the upstream's own rate-limit headers and
 // organisation would describe Tollgate's account, not the client's limits.
 var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
 
@@ -57,12 +60,13 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 		a.err = err
 		return a
 	}
+	hs := httpx.NewHeaders(req.Header, len(forwardHeaders)+1)
 	for _, k := range forwardHeaders {
-		if v := cl.req.Header.Get(k); v != "" {
-			req.Header.Set(k, v)
+		if v := cl.req.Header[k]; len(v) > 0 && v[0] != "" {
+			hs.Set(k, v[0])
 		}
 	}
-	req.Header.Set("Content-Type", "application/json")
+	hs.Set("Content-Type", "application/json")
 	g.inject(ctx, req.Header)
 	t.provider.Header(req.Header, cl.req.Header)
 	if s, ok := t.provider.(upstream.Signer); ok {
@@ -212,16 +216,16 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 	}
 	resp := a.resp
 	defer resp.Body.Close()
-	h := w.Header()
+	hs := httpx.NewHeaders(w.Header(), len(returnHeaders)+3)
 	for _, k := range returnHeaders {
-		if v := resp.Header.Get(k); v != "" {
-			h.Set(k, v)
+		if v := resp.Header[k]; len(v) > 0 && v[0] != "" {
+			hs.Set(k, v[0])
 		}
 	}
-	h.Set("X-Tollgate-Upstream", t.name)
-	h.Set("X-Tollgate-Deployment", p.dep.name())
+	hs.Set("X-Tollgate-Upstream", t.name)
+	hs.Set("X-Tollgate-Deployment", p.dep.name())
 	if p.prep.Translation != nil {
-		h.Del("Content-Type")
+		w.Header().Del("Content-Type")
 		return g.relayTranslated(rctx, cl, p, a, w)
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -237,7 +241,7 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 		}
 		return u, true, nil, nil
 	}
-	return g.copyJSON(cl, p, w, resp), true, nil, nil
+	return g.copyJSON(cl, p, w, &hs, resp), true, nil, nil
 }
 
 // failedWith is what a deployment's breaker is told of an answer with
@@ -279,10 +283,10 @@ func parseRetryAfter(h http.Header) time.Duration {
 func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }
 
 // copyJSON relays a non-streaming answer and reads its usage.
-func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, resp *http.Response) budget.Usage {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.Headers, resp *http.Response) budget.Usage {
+	body, err := httpx.ReadAll(resp.Body, resp.ContentLength, maxResponseBytes)
 	if err == nil && len(body) <= maxResponseBytes {
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		hs.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 		flush(w) // the client has its answer before the settlement runs

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 )
 
 // writeLimitHeaders tells the client where it stands, on allowed and refused
@@ -22,76 +23,114 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	if len(limits) == 0 || len(res.Status) != len(limits) {
 		return
 	}
-	// Built by appending: these headers go out on every response, and fmt
-	// made them a measurable part of the gateway's CPU per request.
-	policy := make([]byte, 0, 64*len(limits))
-	state := make([]byte, 0, 48*len(limits))
+	// Every value is appended to one buffer, made one string, and sliced:
+	// these headers go out on every response, and a string and a slice
+	// per header (fmt before that) were a measurable part of the
+	// gateway's CPU per request. cut[i] ends value i in the buffer.
+	var stack [1024]byte
+	b := stack[:0]
+	var cut [12]int
+	n := 0
+	end := func() { cut[n], n = len(b), n+1 }
 	tightest := -1
-	// names[i] is where limit i's name is in policy, quotes excluded: the
-	// X- headers that name a limit take it from there, not from a string
-	// of their own.
+	// names[i] is where limit i's name is in the policy, quotes
+	// excluded: the X- headers that name a limit take it from there.
 	var names [16][2]int
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
 		if l.Shadow || l.Kind == budget.Meter {
 			continue // not enforced: nothing for the client to pace by
 		}
-		if len(policy) > 0 {
-			policy = append(policy, ", "...)
-			state = append(state, ", "...)
+		if len(b) > 0 {
+			b = append(b, ", "...)
 		}
-		from := len(policy) + 1
-		policy = appendName(policy, l)
+		from := len(b) + 1
+		b = appendName(b, l)
 		if i < len(names) {
-			names[i] = [2]int{from, len(policy) - 1}
+			names[i] = [2]int{from, len(b) - 1}
 		}
-		policy = append(policy, ";q="...)
-		policy = strconv.AppendInt(policy, s.Capacity, 10)
-		policy = append(policy, `;qu="`...)
-		policy = append(policy, unitName(l)...)
-		policy = append(policy, '"')
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, s.Capacity, 10)
+		b = append(b, `;qu="`...)
+		b = append(b, unitName(l)...)
+		b = append(b, '"')
 		if w := window(l); w > 0 {
-			policy = append(policy, ";w="...)
-			policy = strconv.AppendInt(policy, w, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, w, 10)
 		}
-		state = appendName(state, l)
-		state = append(state, ";r="...)
-		state = strconv.AppendInt(state, s.Remaining, 10)
-		state = append(state, ";t="...)
-		state = strconv.AppendInt(state, seconds(s.ResetAfter), 10)
 		if l.Kind == budget.Ceiling && l.Unit == budget.Microdollars &&
 			(tightest < 0 || s.Remaining < res.Status[tightest].Remaining) {
 			tightest = i
 		}
 	}
-	// The keys are written in canonical form, which saves Set re-canonicalising
-	// them; the values share one backing array (one allocation, not ten).
-	vals := make([]string, 0, 10)
-	set := func(key, v string) {
-		vals = append(vals, v)
-		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	ps := string(policy)
-	set("Ratelimit-Policy", ps)
-	set("Ratelimit", string(state))
-	name := func(i int) string {
-		if i < len(names) && names[i][1] > 0 {
-			return ps[names[i][0]:names[i][1]]
+	end() // RateLimit-Policy
+	first := true
+	for i := range limits {
+		l, s := &limits[i], res.Status[i]
+		if l.Shadow || l.Kind == budget.Meter {
+			continue
 		}
-		return policyName(&limits[i]) // not enforced, or past the sixteenth
+		if !first {
+			b = append(b, ", "...)
+		}
+		first = false
+		b = appendName(b, l)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, s.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
 	}
-	if d := res.Decider; d >= 0 && d < len(limits) {
-		set("X-Ratelimit-Limit", strconv.FormatInt(res.Status[d].Capacity, 10))
-		set("X-Ratelimit-Remaining", strconv.FormatInt(res.Status[d].Remaining, 10))
-		set("X-Ratelimit-Reset", strconv.FormatInt(seconds(res.Status[d].ResetAfter), 10))
-		set("X-Ratelimit-Policy", name(d))
+	end() // RateLimit
+	d := res.Decider
+	decider := d >= 0 && d < len(limits)
+	if decider {
+		b = strconv.AppendInt(b, res.Status[d].Capacity, 10)
+		end()
+		b = strconv.AppendInt(b, res.Status[d].Remaining, 10)
+		end()
+		b = strconv.AppendInt(b, seconds(res.Status[d].ResetAfter), 10)
+		end()
 	}
 	if tightest >= 0 {
 		s := res.Status[tightest]
-		set("X-Tollgate-Budget-Policy", name(tightest))
-		set("X-Tollgate-Budget-Limit-Usd", dollars(s.Capacity))
-		set("X-Tollgate-Budget-Remaining-Usd", dollars(s.Remaining))
-		set("X-Tollgate-Budget-Reset", strconv.FormatInt(seconds(s.ResetAfter), 10))
+		b = budget.Money(s.Capacity).AppendMicros(b)
+		end()
+		b = budget.Money(s.Remaining).AppendMicros(b)
+		end()
+		b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
+		end()
+	}
+	all := string(b)
+	value := func(i int) string {
+		if i == 0 {
+			return all[:cut[0]]
+		}
+		return all[cut[i-1]:cut[i]]
+	}
+	name := func(i int) string {
+		if i < len(names) && names[i][1] > 0 {
+			return all[names[i][0]:names[i][1]]
+		}
+		return policyName(&limits[i]) // not enforced, or past the sixteenth
+	}
+	// The keys are written in canonical form, which saves Set
+	// re-canonicalising them.
+	hs := httpx.NewHeaders(h, 10)
+	hs.Set("Ratelimit-Policy", value(0))
+	hs.Set("Ratelimit", value(1))
+	v := 2
+	if decider {
+		hs.Set("X-Ratelimit-Limit", value(v))
+		hs.Set("X-Ratelimit-Remaining", value(v+1))
+		hs.Set("X-Ratelimit-Reset", value(v+2))
+		hs.Set("X-Ratelimit-Policy", name(d))
+		v += 3
+	}
+	if tightest >= 0 {
+		hs.Set("X-Tollgate-Budget-Policy", name(tightest))
+		hs.Set("X-Tollgate-Budget-Limit-Usd", value(v))
+		hs.Set("X-Tollgate-Budget-Remaining-Usd", value(v+1))
+		hs.Set("X-Tollgate-Budget-Reset", value(v+2))
 	}
 }
 

@@ -57,3 +57,34 @@ func TestLimitHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitHeadersPartial: without a deciding limit, or without a dollar
+// budget, the headers there are have their own values.
+func TestLimitHeadersPartial(t *testing.T) {
+	usd := budget.Limit{Name: "usd-day", Scope: budget.ScopeTeam, Kind: budget.Ceiling, Unit: budget.Microdollars, Period: budget.Day}
+	rpm := budget.Limit{Name: "rpm", Scope: budget.ScopeKey, Kind: budget.Rate, Unit: budget.Requests, Window: time.Minute}
+	h := http.Header{}
+	writeLimitHeaders(h, []budget.Limit{usd}, budget.Result{Decider: -1, Status: []budget.Status{{Capacity: 3_000_000, Remaining: 1_250_000, ResetAfter: time.Hour}}})
+	for k, v := range map[string]string{"X-Tollgate-Budget-Policy": "team-usd-day", "X-Tollgate-Budget-Limit-Usd": "3.000000",
+		"X-Tollgate-Budget-Remaining-Usd": "1.250000", "X-Tollgate-Budget-Reset": "3600", "X-Ratelimit-Limit": ""} {
+		if got := h.Get(k); got != v {
+			t.Errorf("no decider: %s = %q, want %q", k, got, v)
+		}
+	}
+	h = http.Header{}
+	writeLimitHeaders(h, []budget.Limit{rpm}, budget.Result{Decider: 0, Status: []budget.Status{{Capacity: 60, Remaining: 7, ResetAfter: 9 * time.Second}}})
+	for k, v := range map[string]string{"X-Ratelimit-Limit": "60", "X-Ratelimit-Remaining": "7", "X-Ratelimit-Reset": "9",
+		"X-Ratelimit-Policy": "key-rpm", "Ratelimit": `"key-rpm";r=7;t=9`, "X-Tollgate-Budget-Policy": ""} {
+		if got := h.Get(k); got != v {
+			t.Errorf("no budget: %s = %q, want %q", k, got, v)
+		}
+	}
+	// Two allocations, whatever the number of limits: the values' one
+	// string and the slices' one array.
+	limits := []budget.Limit{usd, rpm, usd, rpm}
+	res := budget.Result{Decider: 1, Status: []budget.Status{{Capacity: 5}, {Capacity: 6}, {Capacity: 7}, {Capacity: 8}}}
+	h = make(http.Header, 16)
+	if n := testing.AllocsPerRun(100, func() { clear(h); writeLimitHeaders(h, limits, res) }); n != 2 {
+		t.Errorf("%v allocations for the limit headers, want 2", n)
+	}
+}

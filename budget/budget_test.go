@@ -226,3 +226,20 @@ func TestPartitionBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestPeriodIDReused: asked again for the period it made last, PeriodID
+// hands out the same string without making another (it is asked at every
+// request, for every budget), and still the right one when the period
+// changes.
+func TestPeriodIDReused(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for _, p := range []budget.Period{budget.Day, budget.Month} {
+		budget.PeriodID(p, now, nil)
+		if n := testing.AllocsPerRun(100, func() { budget.PeriodID(p, now, nil) }); n != 0 {
+			t.Errorf("period %v: %v allocations", p, n)
+		}
+	}
+	if a, b := budget.PeriodID(budget.Day, now, nil), budget.PeriodID(budget.Day, now.AddDate(0, 0, 1), nil); a != "2026-12-02" || b != "2026-12-03" {
+		t.Fatalf("got %q then %q", a, b)
+	}
+}

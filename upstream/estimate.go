@@ -115,7 +115,8 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	}
 	msgs, ok := decodeMessages(raw)
 	if !ok {
-		if err := json.Unmarshal(raw, &msgs); err != nil {
+		var err error
+		if msgs, err = unmarshalJSON[[]chatMessage](raw); err != nil {
 			return 0, badRequest("messages", "must be an array of message objects")
 		}
 	}
@@ -124,15 +125,19 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	}
 	counted := make([]tokenizer.ChatMessage, len(msgs))
 	for i, msg := range msgs {
-		param := "messages[" + strconv.Itoa(i) + "]"
+		// The field's name is made for an error only: two strings a
+		// message at every request otherwise.
+		param := func() string { return "messages[" + strconv.Itoa(i) + "]" }
 		if msg.Role == "" {
-			return 0, badRequest(param+".role", "%s.role is required", param)
+			p := param()
+			return 0, badRequest(p+".role", "%s.role is required", p)
 		}
 		if len(msg.Audio) > 0 && !isNull(msg.Audio) {
-			return 0, badRequest(param+".audio", "%s.audio refers to audio the upstream keeps, which the gateway cannot count", param)
+			p := param()
+			return 0, badRequest(p+".audio", "%s.audio refers to audio the upstream keeps, which the gateway cannot count", p)
 		}
 		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name}
-		if err := addContent(&cm, m, msg.Content, param+".content"); err != nil {
+		if err := addContent(&cm, m, msg.Content, func() string { return param() + ".content" }); err != nil {
 			return 0, err
 		}
 		for _, tc := range msg.ToolCalls {
@@ -171,26 +176,37 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	return m.Counter.Chat(counted, tools), nil
 }
 
+// unmarshalJSON is encoding/json's reading of raw, for the spellings our
+// own decoders leave to it: apart, so that the common path does not put
+// the variable Unmarshal is given on the heap.
+func unmarshalJSON[T any](raw []byte) (T, error) {
+	var v T
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
 // addContent counts a message's content: a string, null, or an array of
 // parts. Only text and image parts have a bound the gateway can compute;
 // other part types (audio, files) are refused rather than let through
 // unpriced.
-func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param string) error {
+// paramOf names the content's field, for errors.
+func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, paramOf func() string) error {
 	if len(raw) == 0 || isNull(raw) {
 		return nil
 	}
 	if raw[0] == '"' {
 		s, ok := jsonStr(raw)
 		if !ok {
-			return badRequest(param, "must be a string or an array of parts")
+			return badRequest(paramOf(), "must be a string or an array of parts")
 		}
 		cm.Texts = append(cm.Texts, s)
 		return nil
 	}
 	parts, ok := decodeTextParts(raw)
 	if !ok {
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return badRequest(param, "must be a string or an array of parts")
+		var err error
+		if parts, err = unmarshalJSON[[]contentPart](raw); err != nil {
+			return badRequest(paramOf(), "must be a string or an array of parts")
 		}
 	}
 	for i, p := range parts {
@@ -198,13 +214,13 @@ func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param 
 		case "text", "input_text":
 			cm.Texts = append(cm.Texts, p.Text)
 		case "image_url", "input_image":
-			n, err := m.image(p.detail(), fmt.Sprintf("%s[%d]", param, i))
+			n, err := m.image(p.detail(), fmt.Sprintf("%s[%d]", paramOf(), i))
 			if err != nil {
 				return err
 			}
 			cm.ImageTokens += n
 		case "input_audio":
-			param := fmt.Sprintf("%s[%d]", param, i)
+			param := fmt.Sprintf("%s[%d]", paramOf(), i)
 			if p.InputAudio == nil {
 				return badRequest(param+".input_audio", "is required")
 			}
@@ -214,13 +230,13 @@ func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param 
 			}
 			cm.AudioTokens += n
 		case "file", "input_file":
-			n, err := p.file(m, fmt.Sprintf("%s[%d]", param, i))
+			n, err := p.file(m, fmt.Sprintf("%s[%d]", paramOf(), i))
 			if err != nil {
 				return err
 			}
 			cm.ImageTokens += n
 		default:
-			return badRequest(fmt.Sprintf("%s[%d].type", param, i), "content part type %q cannot be estimated by the gateway", p.Type)
+			return badRequest(fmt.Sprintf("%s[%d].type", paramOf(), i), "content part type %q cannot be estimated by the gateway", p.Type)
 		}
 	}
 	return nil

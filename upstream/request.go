@@ -535,7 +535,7 @@ func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, er
 	var f float64
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil && -1<<53 <= n && n <= 1<<53 {
 		f = float64(n) // the common spelling: exact, with no need for encoding/json
-	} else if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
+	} else if f, err = unmarshalJSON[float64](raw); err != nil || f != math.Trunc(f) {
 		return 0, false, badRequest(key, "must be an integer")
 	}
 	if f < 1 || f > float64(maxValue) {

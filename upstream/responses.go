@@ -58,7 +58,7 @@ func (r *Request) responsesInput(m *Model) (int64, error) {
 				if it.Role == "" {
 					return 0, badRequest(param+".role", "is required")
 				}
-				if err := addContent(&cm, m, it.Content, param+".content"); err != nil {
+				if err := addContent(&cm, m, it.Content, func() string { return param + ".content" }); err != nil {
 					return 0, err
 				}
 			case "function_call":

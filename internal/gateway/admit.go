@@ -154,13 +154,17 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 		g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
 		r, res, err = g.degrade(ctx, cl, err)
 	}
-	var refused *budget.RefusedError
-	if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
-		r, res, err = g.clamp(ctx, cl, refused, pre, r, res, err)
-	}
 	if err == nil {
 		cl.reservation = r
 		return res, nil
+	}
+	var refused *budget.RefusedError
+	if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
+		r, res, err = g.clamp(ctx, cl, refused, pre, r, res, err)
+		if err == nil {
+			cl.reservation = r
+			return res, nil
+		}
 	}
 	cl.outcome = "refused"
 	if errors.As(err, &refused) {

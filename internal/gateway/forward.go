@@ -34,16 +34,23 @@ func (g *Gateway) Forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 
 // outcomeOf names how the upstream exchange ended, for the metrics.
 func outcomeOf(served bool, err error) string {
-	var upErr *UpstreamRefused
 	switch {
 	case served:
 		return "served"
 	case errors.Is(err, ErrClientCanceled):
 		return "client_closed"
-	case errors.As(err, &upErr):
+	case IsUpstreamRefused(err):
 		return "refused"
 	}
 	return "upstream_error"
+}
+
+// IsUpstreamRefused says whether err is an *UpstreamRefused. Apart: the
+// variable errors.As is given lives on the heap, and where it is declared
+// it is made, on every path.
+func IsUpstreamRefused(err error) bool {
+	var upErr *UpstreamRefused
+	return errors.As(err, &upErr)
 }
 
 // forward sends the request to its deployments in the route's order
@@ -54,7 +61,7 @@ func outcomeOf(served bool, err error) string {
 // is. served is false when no deployment served the request (refusals,
 // error statuses, no answer); usage is then meaningless.
 func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) (u budget.Usage, served bool, err error) {
-	refused := &UpstreamRefused{}
+	var refused UpstreamRefused // copied to the heap only when returned
 	order := cl.inOrder()
 	skipped := ""
 	var failed *failure // the last failure not relayed, relayed if no other deployment serves
@@ -67,7 +74,7 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 			continue
 		}
 		qctx, qend := g.span(ctx, "queue", attribute.String("upstream", t.name))
-		release, err := g.queued(qctx, cl, t, refused)
+		release, err := g.queued(qctx, cl, t, &refused)
 		qend(err)
 		if err != nil {
 			done(context.Canceled) // not the upstream's doing
@@ -106,7 +113,8 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 		return u, false, failed.relay(w)
 	}
 	g.log.Warn("no upstream took the request", "request_id", cl.id, "model", cl.model, "reason", refused.Code)
-	return u, false, refused
+	out := refused
+	return u, false, &out
 }
 
 // inOrder is cl's plans in the order of its route's strategy.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -25,7 +26,9 @@ func (g *Gateway) span(ctx context.Context, name string, attrs ...attribute.KeyV
 	if g.tracer == nil {
 		return ctx, noEnd
 	}
-	ctx, sp := g.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	// A copy: given attrs itself, the tracer would put every caller's
+	// attributes on the heap, tracing on or off.
+	ctx, sp := g.tracer.Start(ctx, name, trace.WithAttributes(slices.Clone(attrs)...))
 	return ctx, func(err error) {
 		if err != nil {
 			sp.RecordError(err)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -74,8 +73,7 @@ func (s *Server) serve(c echo.Context, cl *gateway.Call, admitErr error) error {
 	}
 	err := s.gw.Forward(c.Request().Context(), cl, c.Response())
 	s.gw.Finish(c.Request().Context(), cl)
-	var upErr *gateway.UpstreamRefused
-	if errors.As(err, &upErr) {
+	if err != nil && gateway.IsUpstreamRefused(err) {
 		s.countRefusal(err, cl.Team())
 	}
 	return err

@@ -32,3 +32,45 @@ func BenchmarkParsePrepare(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStreamMeter is the meter's work on a chat stream as the
+// gateway relays it with a cap the reply reaches: every chunk observed,
+// its text read and counted once the text could pass the cap (as the
+// gateway's outputCount does). The chunks are OpenAI's (usage null on
+// each, a random obfuscation string), 27 of two tokens each, the finish
+// chunk and the usage chunk; one op is one stream.
+func BenchmarkStreamMeter(b *testing.B) {
+	m := model(b, "o200k_base")
+	words := strings.Fields("in to and of the but not has one more will all can we was an at from or are by this be on with as it for that is")
+	head := `{"id":"chatcmpl-sim6df58b40bc6da169","object":"chat.completion.chunk","created":1796193993,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_simulated","choices":[{"index":0,"delta":{`
+	tail := `},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"`
+	chunks := [][]byte{[]byte(head + `"role":"assistant","content":"","refusal":null` + tail + `mk2V"}`)}
+	for i := range 27 {
+		text := " " + words[(2*i)%len(words)] + " " + words[(2*i+1)%len(words)]
+		chunks = append(chunks, []byte(head+`"content":"`+text+`"`+tail+strings.Repeat("x", 3+i%11)+`"}`))
+	}
+	chunks = append(chunks, []byte(head+`},"logprobs":null,"finish_reason":"length"}],"usage":null,"obfuscation":"Qa"}`),
+		[]byte(`{"id":"chatcmpl-sim6df58b40bc6da169","object":"chat.completion.chunk","created":1796193993,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_simulated","choices":[],"usage":{"prompt_tokens":28,"completion_tokens":54,"total_tokens":82,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"obfuscation":"Zk"}`),
+		[]byte("[DONE]"))
+	const bound = 50
+	b.ReportAllocs()
+	for b.Loop() {
+		meter := upstream.NewStreamMeter(bound * 16)
+		counted, read := int64(0), 0
+		for _, c := range chunks {
+			if _, err := meter.Observe(c); err != nil {
+				b.Fatal(err)
+			}
+			if meter.TextBound() < bound {
+				continue
+			}
+			if text := meter.Text(); len(text) >= bound && len(text) > read {
+				counted += m.Counter.Count(text[read:])
+				read = len(text)
+			}
+		}
+		if _, ok := meter.Usage(); !ok || counted == 0 {
+			b.Fatal("no usage, or nothing counted")
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -33,9 +34,27 @@ type EventReader struct {
 	ended bool
 }
 
-// NewEventReader reads events from r.
+// readers are the 16 KiB buffers of EventReaders released: one a stream
+// otherwise, the largest allocation of a streamed request.
+var readers sync.Pool
+
+// NewEventReader reads events from r. Release gives its buffer back.
 func NewEventReader(r io.Reader) *EventReader {
+	if br, ok := readers.Get().(*bufio.Reader); ok {
+		br.Reset(r)
+		return &EventReader{r: br}
+	}
 	return &EventReader{r: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// Release returns the reader's buffer for another stream's use; e is not
+// to be used after, nor what Next returned.
+func (e *EventReader) Release() {
+	if e.r != nil {
+		e.r.Reset(nil)
+		readers.Put(e.r)
+		e.r = nil
+	}
 }
 
 // Next returns the next event. raw and data are valid until the next call.
@@ -44,6 +63,17 @@ func NewEventReader(r io.Reader) *EventReader {
 func (e *EventReader) Next() (raw, data []byte, err error) {
 	if e.ended {
 		return nil, nil, io.EOF
+	}
+	// The common event — one data line and the blank line after it —
+	// already whole in the buffer is returned from there, not copied.
+	if e.r.Buffered() == 0 {
+		_, _ = e.r.Peek(1) // wait for bytes; an error is the loop's to report
+	}
+	if buf, _ := e.r.Peek(e.r.Buffered()); len(buf) > 0 {
+		if n, d, ok := dataEvent(buf); ok {
+			_, _ = e.r.Discard(n)
+			return buf[:n:n], d, nil
+		}
 	}
 	e.raw, e.data = e.raw[:0], e.data[:0]
 	hasData := false
@@ -88,6 +118,39 @@ func (e *EventReader) Next() (raw, data []byte, err error) {
 		}
 		hasData = e.field(trimmed, hasData)
 	}
+}
+
+// dataEvent reads an event of one data line at the start of buf: its
+// length with the blank line that ends it, and its data (the value after
+// "data:" and one space, without the line's end); ok is false where buf
+// does not begin with a whole such event (another field, more lines, not
+// all of it arrived), which Next then reads line by line.
+func dataEvent(buf []byte) (n int, data []byte, ok bool) {
+	if !bytes.HasPrefix(buf, []byte("data:")) {
+		return 0, nil, false
+	}
+	nl := bytes.IndexByte(buf, '\n')
+	if nl < 0 {
+		return 0, nil, false
+	}
+	line := trimEOL(buf[:nl+1])
+	rest := buf[nl+1:]
+	switch {
+	case len(rest) > 0 && rest[0] == '\n':
+		n = nl + 2
+	case len(rest) > 1 && rest[0] == '\r' && rest[1] == '\n':
+		n = nl + 3
+	default:
+		return 0, nil, false
+	}
+	if bytes.IndexByte(line, '\r') >= 0 {
+		return 0, nil, false // a lone CR ends a line in SSE: the slow path's
+	}
+	data = line[len("data:"):]
+	if len(data) > 0 && data[0] == ' ' {
+		data = data[1:]
+	}
+	return n, data[:len(data):len(data)], true
 }
 
 // trimEOL is bytes.TrimRight(line, "\r\n") without building the cutset's

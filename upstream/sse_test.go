@@ -1,9 +1,11 @@
 package upstream_test
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/tollgate-dev/tollgate/upstream"
 )
@@ -81,4 +83,44 @@ func TestEventReaderTruncated(t *testing.T) {
 	if _, _, err := r.Next(); err != io.EOF {
 		t.Fatalf("after the cut: %v", err)
 	}
+}
+
+// FuzzEventReader: events read from a buffer holding them whole (the
+// reader returns a one-data-line event from its buffer, uncopied) are the
+// events read a byte at a time (line by line, copied): the same raw bytes,
+// data and errors, in the same order — and a released reader's buffer
+// serves the next stream as a new one.
+func FuzzEventReader(f *testing.F) {
+	f.Add([]byte("data: {\"a\":1}\n\ndata: {\"b\":2}\r\n\r\ndata: [DONE]\n\n"))
+	f.Add([]byte("data:x\n\n\n\nevent: e\ndata: y\n\ndata: a\ndata: b\n\ndata: c\r\rd\n\n: comment\n\ndata: cut"))
+	f.Add([]byte("data: a\r\n\ndata: b\n\r\n"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		type event struct {
+			raw, data string
+			err       error
+		}
+		read := func(r io.Reader) (evs []event) {
+			er := upstream.NewEventReader(r)
+			defer er.Release()
+			for range 1000 {
+				raw, data, err := er.Next()
+				evs = append(evs, event{string(raw), string(data), err})
+				if err != nil {
+					return evs
+				}
+			}
+			return evs
+		}
+		want := read(iotest.OneByteReader(bytes.NewReader(stream)))
+		for _, got := range [][]event{read(bytes.NewReader(stream)), read(iotest.HalfReader(bytes.NewReader(stream)))} {
+			if len(got) != len(want) {
+				t.Fatalf("%d events, want %d:\n got %+v\nwant %+v", len(got), len(want), got, want)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("event %d: got %+v, want %+v", i, got[i], want[i])
+				}
+			}
+		}
+	})
 }

@@ -321,6 +321,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 	startStream(w)
 	meter := p.req.Endpoint.NewMeter(maxText(p))
 	events := upstream.NewEventReader(body)
+	defer events.Release()
 	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}
 	lease := g.leaseKeeper(ctx, cl)
 	for {

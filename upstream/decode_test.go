@@ -209,6 +209,12 @@ func FuzzKeepStringsInSequence(f *testing.F) {
 	f.Add([]byte(head+`a"}}]}`), uint16(len(head)-3), []byte(`nt":"b","text":"c"}}]}`))
 	f.Add([]byte(`{"name":"x","content":"y"}`), uint16(3), []byte(`me":"x","content":"y"}`))
 	f.Add([]byte(`{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}`), uint16(60), []byte(`xt":"b\"c"}}`))
+	// Chunks that share their tail after the first value, up to the last
+	// value's quote (OpenAI's obfuscation): the later ones skip it.
+	obf := `"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"`
+	f.Add([]byte(head+`Hello`+obf+`k2V"}`), uint16(len(head)), []byte(` world`+obf+`pA9WC"}`))
+	f.Add([]byte(head+`Hello`+obf+`k2V"}`), uint16(len(head)), []byte(` world`+obf+`p","content":"more","x":"y"}`))
+	f.Add([]byte(head+`Hello"},"refusal":"no",`+obf[3:]+`k2V"}`), uint16(len(head)), []byte(` world"},"refusal":"no",`+obf[3:]+`Z"}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
 		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
 		want := func(chunks ...[]byte) string {

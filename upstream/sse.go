@@ -207,6 +207,9 @@ type StreamMeter struct {
 	// first text key (scanPlain); headUsage says usage" is in it.
 	head      []byte
 	headUsage bool
+	// tail is the last full scan's bytes after its first text value up to
+	// and including the opening quote of its last value (scanPlain).
+	tail []byte
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for.
@@ -217,6 +220,9 @@ func (m *StreamMeter) hold(data []byte, skip int) {
 		// A chunk of another layout: its head, found by a scan that
 		// keeps nothing, is what the chunks after it are held against.
 		skip = m.scanPlain(data, false, 0)
+		if len(m.head) == 0 {
+			skip = len(data) // no text key at all: nothing to read
+		}
 	}
 	m.skips = append(m.skips, skip)
 	// Nothing before the head's last quote is text (scanPlain).
@@ -463,50 +469,103 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 // that one's first text key, nothing before that quote is text (the same
 // bytes scan the same): from, that quote's offset (headSkip), is where the
 // scan starts.
+//
+// They repeat their tail too, from the end of the first text value to the
+// last string value ("logprobs", "finish_reason", "usage" … up to the
+// opening quote of "obfuscation"'s random value). A chunk whose bytes after
+// its first text value are the last full scan's tail (m.tail, which held
+// no text key) reads nothing in them either: the scan resumes inside that
+// last value, as the full scan was there.
 func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
-	var stack [128]int
-	quotes := stack[:0]
-	i := from
-	for ; i+8 <= len(data); i += 8 {
-		x := binary.LittleEndian.Uint64(data[i:]) ^ 0x2222222222222222 // a quote's byte is zero
-		// The high bit of each zero byte, exactly (no carry between bytes).
-		z := ^((x&0x7f7f7f7f7f7f7f7f + 0x7f7f7f7f7f7f7f7f) | x | 0x7f7f7f7f7f7f7f7f)
-		for ; z != 0; z &= z - 1 {
-			quotes = append(quotes, i+bits.TrailingZeros64(z)/8)
+	// The strings are the pairs of quotes, in order (no escapes:
+	// keepStringsFrom sends those chunks elsewhere). A string followed by
+	// a colon is a key; the string after a text key's colon is its value.
+	value, first := -1, -1
+	// For the tail: where the first kept value closes, the last value
+	// string that is neither a key nor kept, whether a text key came after
+	// the first value, and whether this scan skipped a tail.
+	firstEnd, lastValue, textAfter, skipped := -1, -1, false, false
+	for i := from; ; {
+		start := nextQuote(data, i)
+		if start < 0 {
+			break
 		}
-	}
-	for ; i < len(data); i++ {
-		if data[i] == '"' {
-			quotes = append(quotes, i)
+		end := nextQuote(data, start+1)
+		if end < 0 {
+			break
 		}
-	}
-	first := -1
-	for q := 0; q+1 < len(quotes); q += 2 {
-		start, end := quotes[q], quotes[q+1]
+		i = end + 1
+		if value >= 0 {
+			v := value
+			value = -1
+			if start == v {
+				m.keepBytes(data[start+1 : end])
+				if firstEnd < 0 {
+					firstEnd = end
+					if n := len(m.tail); n > 0 && bytes.HasPrefix(data[end+1:], m.tail) {
+						// Resume at the tail's last quote, which opens a
+						// value.
+						skipped, i = true, end+n
+					}
+				}
+				continue
+			}
+		}
 		j := skipSpace(data, end+1)
-		if j == len(data) || data[j] != ':' || !isTextKey(data[start+1:end]) {
-			continue // a value, or a key whose value is not text
+		if j == len(data) || data[j] != ':' {
+			lastValue = start
+			continue // a value
+		}
+		if !isTextKey(data[start+1 : end]) {
+			continue // a key whose value is not text
 		}
 		if first < 0 {
 			first = start
 		}
-		if v := skipSpace(data, j+1); q+3 < len(quotes) && quotes[q+2] == v {
+		if firstEnd >= 0 {
+			textAfter = true
+		}
+		if v := skipSpace(data, j+1); v < len(data) && data[v] == '"' {
 			if !keep {
 				break // the head is known, and nothing is kept
 			}
-			m.keepBytes(data[v+1 : quotes[q+3]])
-			q += 2 // the value is no key
+			value = v
 		}
 	}
 	switch {
 	case first < 0:
-		m.head = m.head[:0]
+		m.head, m.tail = m.head[:0], m.tail[:0]
 		return from
 	case first != from:
 		m.head = append(m.head[:0], data[:first+1]...)
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
+		m.tail = m.tail[:0]
+	}
+	if keep && !skipped {
+		m.tail = m.tail[:0]
+		if firstEnd >= 0 && !textAfter && lastValue > firstEnd {
+			m.tail = append(m.tail, data[firstEnd+1:lastValue+1]...)
+		}
 	}
 	return first
+}
+
+// nextQuote returns the index of the first quote in data from i, or -1,
+// looking at eight bytes at a time.
+func nextQuote(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		x := binary.LittleEndian.Uint64(data[i:]) ^ 0x2222222222222222 // a quote's byte is zero
+		// The high bit of each zero byte, exactly (no carry between bytes).
+		if z := ^((x&0x7f7f7f7f7f7f7f7f + 0x7f7f7f7f7f7f7f7f) | x | 0x7f7f7f7f7f7f7f7f); z != 0 {
+			return i + bits.TrailingZeros64(z)/8
+		}
+	}
+	for ; i < len(data); i++ {
+		if data[i] == '"' {
+			return i
+		}
+	}
+	return -1
 }
 
 // skipSpace returns the index of the first byte of b from i that is not

@@ -131,3 +131,30 @@ func TestLogLineAllocatesNothing(t *testing.T) {
 		t.Fatalf("LogLine allocates %v times a line", n)
 	}
 }
+
+// TestEscapedEveryByteEveryPlace: each of the 256 byte values at each
+// place of a 16-byte string is escaped as slog escapes it, whichever byte
+// of the eight read at once it falls in.
+func TestEscapedEveryByteEveryPlace(t *testing.T) {
+	var want bytes.Buffer
+	ref := slog.NewJSONHandler(&want, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	for place := range 16 {
+		for c := range 256 {
+			s := []byte("abcdefghijklmnop")
+			s[place] = byte(c)
+			want.Reset()
+			r := slog.NewRecord(time.Time{}, slog.LevelInfo, "", 0)
+			r.AddAttrs(slog.String("k", string(s)))
+			_ = ref.Handle(context.Background(), r)
+			got := append(append([]byte(`{"k":"`), appendEscaped(nil, string(s))...), "\"}\n"...)
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("byte %#x at %d: got %s, want %s", c, place, got, want.Bytes())
+			}
+		}
+	}
+}

@@ -109,11 +109,6 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 	return e
 }
 
-const (
-	principalKey = "tollgate.principal"
-	settingsKey  = "tollgate.settings"
-)
-
 // authenticate resolves the API key (Authorization: Bearer, or x-api-key).
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -144,9 +139,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return s.authFailed(c, st, ip, errBadKey)
 		}
 		end(nil)
-		c.Set(principalKey, p)
-		c.Set(settingsKey, st) // the whole request uses the settings its key was found in
-		return next(c)
+		// The whole request uses the settings its key was found in. They
+		// ride on the context itself: echo's Set makes a map per request.
+		return next(&authed{Context: c, principal: p, settings: st})
 	}
 }
 
@@ -163,14 +158,26 @@ func (s *Server) authFailed(c echo.Context, st *gateway.Settings, ip string, err
 	return err
 }
 
+// authed is an authenticated request's context: its key's principal and
+// the settings the key was found in.
+type authed struct {
+	echo.Context
+	principal *policy.Principal
+	settings  *gateway.Settings
+}
+
 func principalOf(c echo.Context) *policy.Principal {
-	p, _ := c.Get(principalKey).(*policy.Principal)
-	return p
+	if a, ok := c.(*authed); ok {
+		return a.principal
+	}
+	return nil
 }
 
 func settingsOf(c echo.Context) *gateway.Settings {
-	st, _ := c.Get(settingsKey).(*gateway.Settings)
-	return st
+	if a, ok := c.(*authed); ok {
+		return a.settings
+	}
+	return nil
 }
 
 func (s *Server) listModels(c echo.Context) error {

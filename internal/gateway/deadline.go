@@ -6,14 +6,16 @@ import (
 	"time"
 )
 
-// lazyDeadline is a context with a deadline whose timer is made only when
-// something asks for its Done channel (or its Err past the deadline): it
-// is then the context.WithDeadline it stands for, made from the same
-// parent. The settlement runs under one at every request, and on the
-// embedded store nothing waits on it — a WithTimeout there cost a timer,
-// a channel and three allocations a request for nothing. A child made
-// from it (the Redis store's own timeouts) asks for Done first, and so
-// hangs under the real one as it would have.
+// lazyDeadline is a context with its parent's values, none of its
+// cancellation, and a deadline whose timer is made only when something
+// asks for its Done channel (or its Err past the deadline): it is then
+// the context.WithDeadline(context.WithoutCancel(parent)) it stands for.
+// The settlement runs under one at every request — it outlives the client
+// — and on the embedded store nothing waits on it: WithoutCancel and
+// WithTimeout there cost a timer, a channel and four allocations a
+// request for nothing. A child made from it (the Redis store's own
+// timeouts) asks for Done first, and so hangs under the real one as it
+// would have.
 type lazyDeadline struct {
 	parent   context.Context
 	deadline time.Time
@@ -24,9 +26,10 @@ type lazyDeadline struct {
 	stopped bool
 }
 
-// withLazyDeadline returns ctx with deadline d and the function that
-// releases it, as context.WithDeadline does.
-func withLazyDeadline(ctx context.Context, d time.Time) (context.Context, func()) {
+// detachedDeadline returns ctx's values, detached from its cancellation,
+// with deadline d, and the function that releases it, as
+// context.WithDeadline(context.WithoutCancel(ctx), d) does.
+func detachedDeadline(ctx context.Context, d time.Time) (context.Context, func()) {
 	c := &lazyDeadline{parent: ctx, deadline: d}
 	return c, c.stop
 }
@@ -35,7 +38,7 @@ func (c *lazyDeadline) made() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real == nil {
-		c.real, c.cancel = context.WithDeadline(c.parent, c.deadline)
+		c.real, c.cancel = context.WithDeadline(context.WithoutCancel(c.parent), c.deadline)
 		if c.stopped {
 			c.cancel()
 		}
@@ -49,12 +52,7 @@ func (c *lazyDeadline) loaded() context.Context {
 	return c.real
 }
 
-func (c *lazyDeadline) Deadline() (time.Time, bool) {
-	if d, ok := c.parent.Deadline(); ok && d.Before(c.deadline) {
-		return d, true
-	}
-	return c.deadline, true
-}
+func (c *lazyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 
 func (c *lazyDeadline) Done() <-chan struct{} { return c.made().Done() }
 
@@ -65,7 +63,7 @@ func (c *lazyDeadline) Err() error {
 	switch {
 	case r != nil:
 		return r.Err()
-	case stopped, !time.Now().Before(c.deadline), c.parent.Err() != nil:
+	case stopped, !time.Now().Before(c.deadline):
 		return c.made().Err()
 	}
 	return nil

@@ -11,14 +11,14 @@ import (
 type deadlineKey struct{}
 
 // TestLazyDeadline: the settlement's context behaves as
-// context.WithDeadline does — values, deadline, Done closed at the
+// context.WithDeadline(context.WithoutCancel(parent)) does — values, deadline, Done closed at the
 // deadline or on release, children cancelled with it — and makes no timer
 // until something waits on it.
 func TestLazyDeadline(t *testing.T) {
 	parent := context.WithValue(context.Background(), deadlineKey{}, "v")
 
 	t.Run("unused", func(t *testing.T) {
-		ctx, stop := withLazyDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
 		c := ctx.(*lazyDeadline)
 		if ctx.Value(deadlineKey{}) != "v" || ctx.Err() != nil {
 			t.Fatalf("value %v, err %v", ctx.Value(deadlineKey{}), ctx.Err())
@@ -41,7 +41,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("expires", func(t *testing.T) {
-		ctx, stop := withLazyDeadline(parent, time.Now().Add(20*time.Millisecond))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(20*time.Millisecond))
 		defer stop()
 		child, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
@@ -59,7 +59,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("passed without a wait", func(t *testing.T) {
-		ctx, stop := withLazyDeadline(parent, time.Now().Add(-time.Second))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(-time.Second))
 		defer stop()
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			t.Fatalf("err %v", ctx.Err())
@@ -74,7 +74,7 @@ func TestLazyDeadline(t *testing.T) {
 	t.Run("children hang under it", func(t *testing.T) {
 		// As under context.WithDeadline: no goroutine per child (context
 		// starts one for a parent it cannot find its cancelCtx in).
-		ctx, stop := withLazyDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
 		before := runtime.NumGoroutine()
 		var cancels []context.CancelFunc
 		for range 100 {
@@ -91,7 +91,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("released with a child", func(t *testing.T) {
-		ctx, stop := withLazyDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
 		child, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop()
@@ -106,13 +106,21 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("parent cancelled", func(t *testing.T) {
+		// Detached: the settlement outlives the client.
 		p, cancelParent := context.WithCancel(parent)
-		ctx, stop := withLazyDeadline(p, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(p, time.Now().Add(time.Hour))
 		defer stop()
 		cancelParent()
-		if !errors.Is(ctx.Err(), context.Canceled) {
-			t.Fatalf("err %v", ctx.Err())
+		if ctx.Err() != nil {
+			t.Fatalf("err %v after the parent was cancelled", ctx.Err())
 		}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+			t.Fatal("Done closed with the parent")
+		default:
+		}
+		if ctx.Value(deadlineKey{}) != "v" {
+			t.Fatal("lost the parent's value")
+		}
 	})
 }

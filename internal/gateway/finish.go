@@ -18,7 +18,7 @@ import (
 // with Options.SettleAfterResponse it runs on a worker after Finish
 // returns, so call it once the response is written.
 func (g *Gateway) Finish(ctx context.Context, cl *Call) {
-	ctx = context.WithoutCancel(ctx)
+	// finish detaches ctx from the client (detachedDeadline).
 	if !g.settleAsync {
 		g.finish(ctx, cl)
 		return
@@ -32,7 +32,7 @@ func (g *Gateway) Done(cl *Call) {
 }
 
 func (g *Gateway) finish(ctx context.Context, cl *Call) {
-	ctx, cancel := withLazyDeadline(ctx, time.Now().Add(5*time.Second))
+	ctx, cancel := detachedDeadline(ctx, time.Now().Add(5*time.Second))
 	defer cancel()
 	ctx, end := g.span(ctx, "settle")
 	defer end(nil)

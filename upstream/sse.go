@@ -419,7 +419,8 @@ func (m *StreamMeter) keepStrings(data []byte) { m.keepStringsFrom(data, m.headS
 // keepStringsFrom is keepStrings for a chunk whose text can begin no
 // earlier than skip (headSkip).
 func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
-	if bytes.IndexByte(data, '\\') < 0 {
+	// Before skip is a head scanPlain read: no backslash there.
+	if bytes.IndexByte(data[skip:], '\\') < 0 {
 		m.scanPlain(data, true, skip)
 		return
 	}

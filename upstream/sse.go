@@ -219,8 +219,7 @@ func (m *StreamMeter) hold(data []byte, skip int) {
 	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {
 		// A chunk of another layout: its head, found by a scan that
 		// keeps nothing, is what the chunks after it are held against.
-		skip = m.scanPlain(data, false, 0)
-		if len(m.head) == 0 {
+		if skip = m.scanPlain(data, false, 0); skip < 0 {
 			skip = len(data) // no text key at all: nothing to read
 		}
 	}
@@ -462,7 +461,8 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 // pairs of quotes, and the quotes are found eight bytes at a time instead
 // of walking every string byte by byte. It keeps the text only where keep
 // is set; either way it leaves the chunk's head in m.head, and returns
-// where the chunk's text can begin.
+// where the chunk's text can begin: its first text key's opening quote,
+// or -1 where it has none.
 //
 // The chunks of one stream repeat their head ("id", "object", "created",
 // "model", ... "delta") up to the first text key. Where a chunk begins
@@ -536,7 +536,7 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
 	switch {
 	case first < 0:
 		m.head, m.tail = m.head[:0], m.tail[:0]
-		return from
+		return -1
 	case first != from:
 		m.head = append(m.head[:0], data[:first+1]...)
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))

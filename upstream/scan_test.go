@@ -136,6 +136,12 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 	// The usage key opens with the head's last quote, where the text key did.
 	f.Add([]byte(`{"content":"hi"}`), uint16(2), []byte(`usage":{"prompt_tokens":2},"content":"x"}`))
 	f.Add([]byte(`{"choices":[{"delta":{"text":"a"}}],"x_groq":null}`), uint16(24), []byte(`"b"}}],"x_groq":{"usage":{"prompt_tokens":5}}}`))
+	// Chunks sharing a tail with "usage": null (usageNullByTail), and
+	// usage after it, or in the first value, or in the tail's last value.
+	obf := `"}}],"usage":null,"obfuscation":"`
+	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`yo`+obf+`q","x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":1}}}`))
+	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`usage`+obf+`usage"}`))
+	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`a\"},"usage":{"prompt_tokens":4},"x":"`+obf+`z"}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
 		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
 		m := NewStreamMeter(1 << 20)

@@ -208,8 +208,10 @@ type StreamMeter struct {
 	head      []byte
 	headUsage bool
 	// tail is the last full scan's bytes after its first text value up to
-	// and including the opening quote of its last value (scanPlain).
-	tail []byte
+	// and including the opening quote of its last value (scanPlain);
+	// tailNoUsage says it has no usage but a null one (usageNullByTail).
+	tail        []byte
+	tailNoUsage bool
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for.
@@ -362,7 +364,7 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	// Held before it is parsed: a malformed chunk's text reached the
 	// client all the same, and counts.
 	m.hold(data, skip)
-	if !mayHoldUsage(data[from:]) {
+	if m.usageNullByTail(data, skip) || !mayHoldUsage(data[from:]) {
 		return false, nil
 	}
 	if !validJSON(data) {
@@ -392,6 +394,37 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	}
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
 	return noElements(choices), nil
+}
+
+// usageNullByTail says a chunk holds no usage from the chunks read before
+// it: its head (headSkip) is the last one's and has no usage key, its
+// first text key's string value is followed by the last full scan's tail,
+// which has none or only a null one, and what follows the tail (the rest
+// of its last value) has none either. OpenAI's chunks all say "usage":
+// null; this reads their first value and the end, not every byte after
+// the head for usage".
+func (m *StreamMeter) usageNullByTail(data []byte, skip int) bool {
+	if skip <= 0 || m.headUsage || !m.tailNoUsage || len(m.tail) == 0 {
+		return false
+	}
+	k := nextQuote(data, skip+1)
+	if k < 0 || !isTextKey(data[skip+1:k]) {
+		return false
+	}
+	j := skipSpace(data, k+1)
+	if j >= len(data) || data[j] != ':' {
+		return false
+	}
+	v := skipSpace(data, j+1)
+	if v >= len(data) || data[v] != '"' {
+		return false
+	}
+	e := nextQuote(data, v+1)
+	if e < 0 || bytes.IndexByte(data[v+1:e], '\\') >= 0 {
+		return false // an escaped quote, maybe: not where the string ends
+	}
+	rest, ok := bytes.CutPrefix(data[e+1:], m.tail)
+	return ok && !mayHoldUsage(rest)
 }
 
 // isTextKey reports whether a key (its bytes between the quotes) is one
@@ -546,6 +579,7 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
 		m.tail = m.tail[:0]
 		if firstEnd >= 0 && !textAfter && lastValue > firstEnd {
 			m.tail = append(m.tail, data[firstEnd+1:lastValue+1]...)
+			m.tailNoUsage = !mayHoldUsage(m.tail)
 		}
 	}
 	return first

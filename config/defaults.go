@@ -45,6 +45,9 @@ func (c *Config) SetDefaults() {
 	if srv.MinBodyRate == 0 {
 		srv.MinBodyRate = 16 << 10
 	}
+	if srv.GCPercent == 0 {
+		srv.GCPercent = 400
+	}
 	if srv.MaxConnections == 0 {
 		srv.MaxConnections = 4096
 	}

@@ -43,6 +43,9 @@ func (c *Config) validate(v *validator) {
 	if c.Server.MinBodyRate < 0 || c.Server.MaxConnections < 0 {
 		v.addf("server", "min_body_rate and max_connections must not be negative")
 	}
+	if c.Server.GCPercent < -1 {
+		v.addf("server.gc_percent", "must be -1 (collector off) or a percentage above 0, not %d", c.Server.GCPercent)
+	}
 	if c.MaxBodyBytes < 1024 {
 		v.addf("max_body_bytes", "must be at least 1024")
 	}

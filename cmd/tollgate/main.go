@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -130,6 +131,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	setGCPercent(cfg.Server.GCPercent, os.LookupEnv)
 	a, err := app.New(cfg, log)
 	if err != nil {
 		return err
@@ -280,4 +282,15 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	return nil
+}
+
+// setGCPercent sets the collector's target from server.gc_percent, unless
+// GOGC is set in the environment (the operator's word wins): applied says
+// which.
+func setGCPercent(percent int, lookupEnv func(string) (string, bool)) (applied bool) {
+	if _, ok := lookupEnv("GOGC"); ok {
+		return false
+	}
+	debug.SetGCPercent(percent)
+	return true
 }

@@ -188,8 +188,8 @@ func unmarshalJSON[T any](raw []byte) (T, error) {
 // addContent counts a message's content: a string, null, or an array of
 // parts. Only text and image parts have a bound the gateway can compute;
 // other part types (audio, files) are refused rather than let through
-// unpriced.
-// paramOf names the content's field, for errors.
+// unpriced. paramOf names the content's field, for errors: it is made only
+// when one needs it.
 func addContent(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, paramOf func() string) error {
 	if len(raw) == 0 || isNull(raw) {
 		return nil

@@ -154,19 +154,15 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 		g.metrics.StoreErrors.WithLabelValues("reserve").Inc()
 		r, res, err = g.degrade(ctx, cl, err)
 	}
+	if err != nil && !degraded { // a local fallback's refusal is not clamped
+		r, res, err = g.clampRefused(ctx, cl, pre, r, res, err)
+	}
 	if err == nil {
 		cl.reservation = r
 		return res, nil
 	}
-	var refused *budget.RefusedError
-	if errors.As(err, &refused) && !degraded { // a local fallback's refusal is not clamped
-		r, res, err = g.clamp(ctx, cl, refused, pre, r, res, err)
-		if err == nil {
-			cl.reservation = r
-			return res, nil
-		}
-	}
 	cl.outcome = "refused"
+	var refused *budget.RefusedError
 	if errors.As(err, &refused) {
 		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 			"key", cl.principal.Key, "model", cl.model, "limit", refused.Limit.Bucket,
@@ -181,6 +177,18 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 		g.log.Error("reserving", "request_id", cl.id, "err", err)
 	}
 	return res, err
+}
+
+// clampRefused is clamp for a refusal err, where it is one. (Apart from
+// reserve: the variable errors.As is given lives on the heap, made where
+// it is declared, and reserve's success path should not pay for it.)
+func (g *Gateway) clampRefused(ctx context.Context, cl *Call, pre *budget.Entry,
+	r *budget.Reservation, res budget.Result, err error) (*budget.Reservation, budget.Result, error) {
+	var refused *budget.RefusedError
+	if !errors.As(err, &refused) {
+		return r, res, err
+	}
+	return g.clamp(ctx, cl, refused, pre, r, res, err)
 }
 
 // clamp retries a request a budget refused with the largest output cap

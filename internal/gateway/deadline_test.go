@@ -30,14 +30,7 @@ func TestLazyDeadline(t *testing.T) {
 			t.Fatal("a timer was made for a context nothing waited on")
 		}
 		stop()
-		if !errors.Is(ctx.Err(), context.Canceled) {
-			t.Fatalf("after release: %v", ctx.Err())
-		}
-		select {
-		case <-ctx.Done():
-		default:
-			t.Fatal("Done open after release")
-		}
+		wantEnded(t, ctx, context.Canceled)
 	})
 
 	t.Run("expires", func(t *testing.T) {
@@ -61,14 +54,7 @@ func TestLazyDeadline(t *testing.T) {
 	t.Run("passed without a wait", func(t *testing.T) {
 		ctx, stop := detachedDeadline(parent, time.Now().Add(-time.Second))
 		defer stop()
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("err %v", ctx.Err())
-		}
-		select {
-		case <-ctx.Done():
-		default:
-			t.Fatal("Err says expired while Done is open")
-		}
+		wantEnded(t, ctx, context.DeadlineExceeded)
 	})
 
 	t.Run("children hang under it", func(t *testing.T) {
@@ -123,4 +109,17 @@ func TestLazyDeadline(t *testing.T) {
 			t.Fatal("lost the parent's value")
 		}
 	})
+}
+
+// wantEnded fails t unless ctx's Err is want and its Done is closed.
+func wantEnded(t *testing.T, ctx context.Context, want error) {
+	t.Helper()
+	if !errors.Is(ctx.Err(), want) {
+		t.Fatalf("err %v, want %v", ctx.Err(), want)
+	}
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatalf("Err is %v while Done is open", ctx.Err())
+	}
 }

@@ -62,51 +62,24 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 
 // Handle writes r as one line.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	ok, err := h.write(func(b []byte) ([]byte, bool) { return h.appendRecord(b, r) })
-	if !ok {
-		err = h.slow.Handle(ctx, r)
-	}
-	return err
-}
-
-// write writes the line line appends to a pooled buffer, where it can
-// (ok).
-func (h *Handler) write(line func(b []byte) ([]byte, bool)) (ok bool, err error) {
-	bp := buffers.Get().(*[]byte)
-	b, ok := line((*bp)[:0])
-	if ok {
-		_, err = h.out.Write(b)
-	}
-	putBuffer(bp, b)
-	return ok, err
-}
-
-// putBuffer returns b, grown from *bp, to the pool, unless it grew past
-// what is worth keeping.
-func putBuffer(bp *[]byte, b []byte) {
-	if cap(b) <= 64<<10 {
-		*bp = b
-		buffers.Put(bp)
-	}
-}
-
-// appendRecord appends r's line to b; ok is false where r has anything
-// but flat attributes of the kinds written here.
-func (h *Handler) appendRecord(b []byte, r slog.Record) (_ []byte, ok bool) {
 	var buf [24]slog.Attr
 	attrs := buf[:0]
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
 		return true
 	})
-	return h.appendLine(b, r.Time, r.Level, r.Message, attrs)
+	ok, err := h.writeLine(r.Time, r.Level, r.Message, attrs)
+	if !ok {
+		err = h.slow.Handle(ctx, r)
+	}
+	return err
 }
 
 // LogLine writes a line of level, msg and attrs at the current time, as
 // Handle writes the record a Logger would make of them — without the
 // record, and without the caller's program counter a Logger looks up for
 // it, which this handler never writes. ok is false where the line is not
-// one this handler writes itself (see appendRecord): the caller then logs
+// one this handler writes itself (see appendLine): the caller then logs
 // it through its Logger.
 func (h *Handler) LogLine(level slog.Level, msg string, attrs ...slog.Attr) (ok bool) {
 	return h.lineAt(time.Now(), level, msg, attrs)
@@ -116,13 +89,23 @@ func (h *Handler) lineAt(t time.Time, level slog.Level, msg string, attrs []slog
 	if !h.Enabled(context.Background(), level) {
 		return true
 	}
+	ok, _ = h.writeLine(t, level, msg, attrs)
+	return ok
+}
+
+// writeLine writes the line of t, level, msg and attrs from a pooled
+// buffer, where this handler writes such a line (ok).
+func (h *Handler) writeLine(t time.Time, level slog.Level, msg string, attrs []slog.Attr) (ok bool, err error) {
 	bp := buffers.Get().(*[]byte)
 	b, ok := h.appendLine((*bp)[:0], t, level, msg, attrs)
 	if ok {
-		_, _ = h.out.Write(b)
+		_, err = h.out.Write(b)
 	}
-	putBuffer(bp, b)
-	return ok
+	if cap(b) <= 64<<10 { // a buffer grown past that is not worth keeping
+		*bp = b
+		buffers.Put(bp)
+	}
+	return ok, err
 }
 
 // appendLine appends the line of a record of t, level, msg and attrs; ok

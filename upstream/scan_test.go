@@ -142,6 +142,13 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`yo`+obf+`q","x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":1}}}`))
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`usage`+obf+`usage"}`))
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`a\"},"usage":{"prompt_tokens":4},"x":"`+obf+`z"}`))
+	// Chunks that leave the head halfway (resume): inside a string, after
+	// a key, after a value whose next byte is past the shared bytes.
+	role := `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null}}],"usage":null}`
+	f.Add([]byte(role), uint16(strings.Index(role, `role`)), []byte(`content":"hi"}}],"usage":null}`))
+	f.Add([]byte(role), uint16(strings.Index(role, `"choices"`)+11), []byte(`],"usage":{"prompt_tokens":2,"completion_tokens":1}}`))
+	f.Add([]byte(`{"type":"content" ,"text":"a"}`), uint16(17), []byte(`:"b","text":"c"}`))
+	f.Add([]byte(`{"a":"content"  ,"text":"a"}`), uint16(15), []byte(` :"b"}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
 		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
 		m := NewStreamMeter(1 << 20)

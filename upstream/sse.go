@@ -221,7 +221,8 @@ func (m *StreamMeter) hold(data []byte, skip int) {
 	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {
 		// A chunk of another layout: its head, found by a scan that
 		// keeps nothing, is what the chunks after it are held against.
-		if skip = m.scanPlain(data, false, 0); skip < 0 {
+		// The scan starts where the chunk leaves the last head.
+		if skip = m.scanPlain(data, false, m.resume(data), true); skip < 0 {
 			skip = len(data) // no text key at all: nothing to read
 		}
 	}
@@ -238,6 +239,50 @@ func (m *StreamMeter) readPending() {
 		from = end
 	}
 	m.pending, m.ends, m.skips, m.pendingText = m.pending[:0], m.ends[:0], m.skips[:0], 0
+}
+
+// resume is where a scan of data (without a backslash) for its first text
+// key can start, when data shares only its first p bytes with the last
+// head. Nothing before the head's last quote is a text key, and the head
+// has no backslash: in those p bytes every quote opens or closes a string,
+// as in the head. A string that closes in them, and whose next byte that
+// is not space is in them too, is the key or value it was in the head:
+// not a text key. The scan starts at the first string that is not known
+// so: the one open at p, or the last one closed before it when what
+// follows that one is past p. (The stream that changes its layout halfway
+// — OpenAI's role chunk, its first text chunk, its finish and usage
+// chunks — shares the head up to "delta" or "choices".)
+func (m *StreamMeter) resume(data []byte) int {
+	p := commonPrefix(data, m.head)
+	if p == 0 {
+		return 0
+	}
+	h := m.head[:p]
+	last := bytes.LastIndexByte(h, '"')
+	switch {
+	case last < 0:
+		return p
+	case bytes.Count(h, []byte{'"'})%2 == 1:
+		return last // it opens a string that runs past p
+	case skipSpace(h, last+1) < p:
+		return p // every string before p is known
+	}
+	return bytes.LastIndexByte(h[:last], '"') // the last string's opening quote
+}
+
+// commonPrefix is the length of the longest prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }
 
 // headSkip is where the text of a chunk can begin: the last quote of the
@@ -453,7 +498,7 @@ func (m *StreamMeter) keepStrings(data []byte) { m.keepStringsFrom(data, m.headS
 func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 	// Before skip is a head scanPlain read: no backslash there.
 	if bytes.IndexByte(data[skip:], '\\') < 0 {
-		m.scanPlain(data, true, skip)
+		m.scanPlain(data, true, skip, false)
 		return
 	}
 	for i := 0; i < len(data); i++ {
@@ -510,7 +555,10 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 // its first text value are the last full scan's tail (m.tail, which held
 // no text key) reads nothing in them either: the scan resumes inside that
 // last value, as the full scan was there.
-func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
+//
+// resumed says from is not a head's last quote but where resume left the
+// scan: the head is then recorded wherever the first text key is.
+func (m *StreamMeter) scanPlain(data []byte, keep bool, from int, resumed bool) int {
 	// The strings are the pairs of quotes, in order (no escapes:
 	// keepStringsFrom sends those chunks elsewhere). A string followed by
 	// a colon is a key; the string after a text key's colon is its value.
@@ -570,7 +618,7 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int) int {
 	case first < 0:
 		m.head, m.tail = m.head[:0], m.tail[:0]
 		return -1
-	case first != from:
+	case first != from || resumed:
 		m.head = append(m.head[:0], data[:first+1]...)
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
 		m.tail = m.tail[:0]

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -23,62 +24,35 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	if len(limits) == 0 || len(res.Status) != len(limits) {
 		return
 	}
-	// Every value is appended to one buffer, made one string, and sliced:
-	// these headers go out on every response, and a string and a slice
-	// per header (fmt before that) were a measurable part of the
+	pol := policies.get(limits, res.Status)
+	// Every other value is appended to one buffer, made one string, and
+	// sliced: these headers go out on every response, and a string and a
+	// slice per header (fmt before that) were a measurable part of the
 	// gateway's CPU per request. cut[i] ends value i in the buffer.
-	var stack [1024]byte
+	var stack [512]byte
 	b := stack[:0]
-	var cut [12]int
+	var cut [7]int
 	n := 0
 	end := func() { cut[n], n = len(b), n+1 }
 	tightest := -1
-	// names[i] is where limit i's name is in the policy, quotes
-	// excluded: the X- headers that name a limit take it from there.
-	var names [16][2]int
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
-		if l.Shadow || l.Kind == budget.Meter {
-			continue // not enforced: nothing for the client to pace by
+		if !enforced(l) {
+			continue
 		}
 		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
-		from := len(b) + 1
-		b = appendName(b, l)
-		if i < len(names) {
-			names[i] = [2]int{from, len(b) - 1}
-		}
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, s.Capacity, 10)
-		b = append(b, `;qu="`...)
-		b = append(b, unitName(l)...)
 		b = append(b, '"')
-		if w := window(l); w > 0 {
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, w, 10)
-		}
+		b = append(b, pol.names[i]...)
+		b = append(b, `";r=`...)
+		b = strconv.AppendInt(b, s.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
 		if l.Kind == budget.Ceiling && l.Unit == budget.Microdollars &&
 			(tightest < 0 || s.Remaining < res.Status[tightest].Remaining) {
 			tightest = i
 		}
-	}
-	end() // RateLimit-Policy
-	first := true
-	for i := range limits {
-		l, s := &limits[i], res.Status[i]
-		if l.Shadow || l.Kind == budget.Meter {
-			continue
-		}
-		if !first {
-			b = append(b, ", "...)
-		}
-		first = false
-		b = appendName(b, l)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, s.Remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
 	}
 	end() // RateLimit
 	d := res.Decider
@@ -107,31 +81,132 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 		}
 		return all[cut[i-1]:cut[i]]
 	}
-	name := func(i int) string {
-		if i < len(names) && names[i][1] > 0 {
-			return all[names[i][0]:names[i][1]]
-		}
-		return policyName(&limits[i]) // not enforced, or past the sixteenth
-	}
 	// The keys are written in canonical form, which saves Set
 	// re-canonicalising them.
 	hs := httpx.NewHeaders(h, 10)
-	hs.Set("Ratelimit-Policy", value(0))
-	hs.Set("Ratelimit", value(1))
-	v := 2
+	hs.Set("Ratelimit-Policy", pol.value)
+	hs.Set("Ratelimit", value(0))
+	v := 1
 	if decider {
 		hs.Set("X-Ratelimit-Limit", value(v))
 		hs.Set("X-Ratelimit-Remaining", value(v+1))
 		hs.Set("X-Ratelimit-Reset", value(v+2))
-		hs.Set("X-Ratelimit-Policy", name(d))
+		hs.Set("X-Ratelimit-Policy", pol.names[d])
 		v += 3
 	}
 	if tightest >= 0 {
-		hs.Set("X-Tollgate-Budget-Policy", name(tightest))
+		hs.Set("X-Tollgate-Budget-Policy", pol.names[tightest])
 		hs.Set("X-Tollgate-Budget-Limit-Usd", value(v))
 		hs.Set("X-Tollgate-Budget-Remaining-Usd", value(v+1))
 		hs.Set("X-Tollgate-Budget-Reset", value(v+2))
 	}
+}
+
+// enforced says a limit is one the client paces by: not a shadow limit,
+// not a spend meter.
+func enforced(l *budget.Limit) bool { return !l.Shadow && l.Kind != budget.Meter }
+
+// policies are the RateLimit-Policy values of the limit sets seen lately.
+// A set's policy (names, quotas, units, windows) changes only with the
+// configuration, or a ceiling's capacity with a top-up; formatting it at
+// every response cost more than finding it here.
+var policies policyCache
+
+// policyCache holds policies in a fixed number of slots, each replaced by
+// the last set that hashed to it. An entry is used only where it was made
+// of the same limits, compared field by field: a hash collision costs a
+// formatting, never a wrong header.
+type policyCache struct {
+	slots [64]atomic.Pointer[limitPolicy]
+}
+
+// limitPolicy is one limit set's RateLimit-Policy value; names[i] is limit i's
+// name ("<scope>-<name>") for the X- headers; items what it was made of.
+type limitPolicy struct {
+	value string
+	names []string
+	items []policyItem
+}
+
+// policyItem is what a limit's item in RateLimit-Policy is made of; a
+// limit that is not enforced has only its name.
+type policyItem struct {
+	enforced bool
+	scope    budget.Scope
+	name     string
+	quota    int64
+	unit     string
+	window   int64
+}
+
+func itemOf(l *budget.Limit, s budget.Status) policyItem {
+	if !enforced(l) {
+		return policyItem{scope: l.Scope, name: l.Name}
+	}
+	return policyItem{enforced: true, scope: l.Scope, name: l.Name, quota: s.Capacity, unit: unitName(l), window: window(l)}
+}
+
+// get returns the policy of limits, in force as status says.
+func (c *policyCache) get(limits []budget.Limit, status []budget.Status) *limitPolicy {
+	h := uint64(len(limits))
+	for i := range limits {
+		h = h*0x9E3779B97F4A7C15 + uint64(status[i].Capacity) + uint64(len(limits[i].Name))<<32
+	}
+	slot := &c.slots[h>>58]
+	if p := slot.Load(); p != nil && p.matches(limits, status) {
+		return p
+	}
+	p := newPolicy(limits, status)
+	slot.Store(p)
+	return p
+}
+
+func (p *limitPolicy) matches(limits []budget.Limit, status []budget.Status) bool {
+	if len(p.items) != len(limits) {
+		return false
+	}
+	for i := range limits {
+		if p.items[i] != itemOf(&limits[i], status[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func newPolicy(limits []budget.Limit, status []budget.Status) *limitPolicy {
+	p := &limitPolicy{names: make([]string, len(limits)), items: make([]policyItem, len(limits))}
+	var b []byte
+	at := make([][2]int, len(limits))
+	for i := range limits {
+		l := &limits[i]
+		p.items[i] = itemOf(l, status[i])
+		if !enforced(l) {
+			p.names[i] = policyName(l) // not advertised: named for a refusal it decided
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		from := len(b) + 1
+		b = appendName(b, l)
+		at[i] = [2]int{from, len(b) - 1}
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, status[i].Capacity, 10)
+		b = append(b, `;qu="`...)
+		b = append(b, unitName(l)...)
+		b = append(b, '"')
+		if w := window(l); w > 0 {
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, w, 10)
+		}
+	}
+	p.value = string(b)
+	for i := range limits {
+		if enforced(&limits[i]) {
+			p.names[i] = p.value[at[i][0]:at[i][1]]
+		}
+	}
+	return p
 }
 
 // policyName is how clients see a limit: "<scope>-<name>".

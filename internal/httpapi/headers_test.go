@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +90,64 @@ func TestLimitHeadersPartial(t *testing.T) {
 	h = make(http.Header, 16)
 	if n := testing.AllocsPerRun(100, func() { clear(h); writeLimitHeaders(h, limits, res) }); n != 2 {
 		t.Errorf("%v allocations for the limit headers, want 2", n)
+	}
+}
+
+// TestPolicyCacheNeverStale: from many goroutines, limit sets far more
+// than the cache's slots, some of them topped up between requests, each
+// response's RateLimit-Policy and limit names are those its own limits
+// make afresh. It fails when an entry is used without comparing every
+// limit (a slot shared by two sets, a capacity changed).
+func TestPolicyCacheNeverStale(t *testing.T) {
+	type set struct {
+		limits []budget.Limit
+		status []budget.Status
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	sets := make([]set, 300)
+	for i := range sets {
+		n := 1 + rng.IntN(5)
+		for j := range n {
+			l := budget.Limit{Name: fmt.Sprintf("l%d", rng.IntN(4)), Scope: budget.Scope(1 + rng.IntN(3)), Kind: budget.Rate, Unit: budget.Requests, Window: time.Duration(1+rng.IntN(3)) * time.Minute}
+			switch rng.IntN(4) {
+			case 0:
+				l.Kind, l.Unit, l.Period = budget.Ceiling, budget.Microdollars, budget.Day
+			case 1:
+				l.Shadow = true
+			}
+			sets[i].limits = append(sets[i].limits, l)
+			sets[i].status = append(sets[i].status, budget.Status{Capacity: int64(1 + rng.IntN(3)), Remaining: int64(j)})
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 5000 {
+				s := sets[rng.IntN(len(sets))]
+				status := slices.Clone(s.status)
+				if rng.IntN(8) == 0 {
+					status[0].Capacity += int64(rng.IntN(2)) // a top-up, or not
+				}
+				d := rng.IntN(len(s.limits))
+				h := http.Header{}
+				writeLimitHeaders(h, s.limits, budget.Result{Decider: d, Status: status})
+				fresh := newPolicy(s.limits, status)
+				if got := h.Get("Ratelimit-Policy"); got != fresh.value {
+					errs <- fmt.Sprintf("%v %v: policy %q, made afresh %q", s.limits, status, got, fresh.value)
+					return
+				}
+				if got, want := h.Get("X-Ratelimit-Policy"), policyName(&s.limits[d]); got != want {
+					errs <- fmt.Sprintf("%v: decider named %q, want %q", s.limits, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

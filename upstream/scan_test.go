@@ -142,6 +142,8 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`yo`+obf+`q","x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":1}}}`))
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`usage`+obf+`usage"}`))
 	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`a\"},"usage":{"prompt_tokens":4},"x":"`+obf+`z"}`))
+	// Text after the tail's last value.
+	f.Add([]byte(head+`hi`+obf+`k2V"}`), uint16(len(head)), []byte(`yo`+obf+`q","content":"more","x":"y"}`))
 	// Chunks that leave the head halfway (resume): inside a string, after
 	// a key, after a value whose next byte is past the shared bytes.
 	role := `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null}}],"usage":null}`
@@ -154,10 +156,19 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 		m := NewStreamMeter(1 << 20)
 		var want budget.Usage
 		var has bool
+		// Read as they come, the text is each chunk's read afresh too.
+		var wantText string
 		for i, c := range [][]byte{a, b, b, a, b} {
 			_, _ = m.Observe(c)
-			m.Text() // reads the chunk: the head it keeps is the next chunk's
-			if c = bytes.TrimSpace(c); validJSON(c) {
+			text := m.Text() // reads the chunk: the head it keeps is the next chunk's
+			if c = bytes.TrimSpace(c); !bytes.Equal(c, []byte("[DONE]")) {
+				fresh := NewStreamMeter(1 << 20)
+				fresh.keepStrings(c)
+				if wantText += fresh.Text(); text != wantText {
+					t.Fatalf("chunks %q, %q: after chunk %d text %q, each read afresh %q", a, b, i, text, wantText)
+				}
+			}
+			if validJSON(c) {
 				chunk := root(c)
 				u := chunk.get("usage")
 				if !u.isObject() {
@@ -177,8 +188,7 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 		if !utf8.Valid(a) || !utf8.Valid(tail) {
 			return
 		}
-		m = NewStreamMeter(1 << 20)
-		var wantText string
+		m, wantText = NewStreamMeter(1<<20), ""
 		for _, c := range [][]byte{a, b, b, a, b, b} {
 			_, _ = m.Observe(c)
 			if c = bytes.TrimSpace(c); !bytes.Equal(c, []byte("[DONE]")) {

@@ -194,14 +194,11 @@ type StreamMeter struct {
 	maxText   int
 	truncated bool
 	// pending are chunks whose text is not read yet, one after another,
-	// each ending at its offset in ends: their text is read only when
-	// asked for (Text), which a stream that reports its usage and stays
-	// within its bound never is.
-	pending []byte
-	ends    []int
-	// skips are where each pending chunk's text can begin (headSkip);
-	// pendingText bounds their text: their bytes from there on.
-	skips       []int
+	// each ending at its held.end: their text is read only when asked
+	// for (Text), which a stream that reports its usage and stays within
+	// its bound never is. pendingText bounds their text.
+	pending     []byte
+	held        []heldChunk
 	pendingText int
 	// head is the last plain chunk's bytes up to the opening quote of its
 	// first text key (scanPlain); headUsage says usage" is in it.
@@ -214,10 +211,18 @@ type StreamMeter struct {
 	tailNoUsage bool
 }
 
-// hold keeps data, a chunk, for its text to be read when asked for.
-func (m *StreamMeter) hold(data []byte, skip int) {
+// heldChunk is where a held chunk ends in pending, where its text can
+// begin (headSkip), and, for a chunk read as far as its tail (firstValue),
+// what that read found.
+type heldChunk struct {
+	end, skip int
+	first     firstValue
+}
+
+// hold keeps data, a chunk, for its text to be read when asked for. first
+// is what firstValue read of it.
+func (m *StreamMeter) hold(data []byte, skip int, first firstValue) {
 	m.pending = append(m.pending, data...)
-	m.ends = append(m.ends, len(m.pending))
 	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {
 		// A chunk of another layout: its head, found by a scan that
 		// keeps nothing, is what the chunks after it are held against.
@@ -226,7 +231,12 @@ func (m *StreamMeter) hold(data []byte, skip int) {
 			skip = len(data) // no text key at all: nothing to read
 		}
 	}
-	m.skips = append(m.skips, skip)
+	m.held = append(m.held, heldChunk{end: len(m.pending), skip: skip, first: first})
+	if first.resume > 0 {
+		// Its text is the first value and what may follow the tail.
+		m.pendingText += first.end - first.start - 1 + len(data) - first.resume
+		return
+	}
 	// Nothing before the head's last quote is text (scanPlain).
 	m.pendingText += len(data) - skip
 }
@@ -234,11 +244,55 @@ func (m *StreamMeter) hold(data []byte, skip int) {
 // readPending reads the text of the chunks kept by hold.
 func (m *StreamMeter) readPending() {
 	from := 0
-	for i, end := range m.ends {
-		m.keepStringsFrom(m.pending[from:end], m.skips[i])
-		from = end
+	for _, h := range m.held {
+		data := m.pending[from:h.end]
+		if h.first.resume > 0 && bytes.IndexByte(data[h.first.resume:], '\\') < 0 {
+			m.keepBytes(data[h.first.start+1 : h.first.end])
+			m.scanPlainAt(data, true, h.first.resume, plainState{first: h.skip, firstEnd: h.first.end, skipped: true})
+		} else {
+			m.keepStringsFrom(data, h.skip)
+		}
+		from = h.end
 	}
-	m.pending, m.ends, m.skips, m.pendingText = m.pending[:0], m.ends[:0], m.skips[:0], 0
+	m.pending, m.held, m.pendingText = m.pending[:0], m.held[:0], 0
+}
+
+// firstValue is a chunk read as far as the tail it shares with the last
+// full scan (scanPlain): its first text value's quotes, start and end,
+// and resume, the tail's last quote, where a scan of the rest starts.
+// Zero when the chunk was not read so.
+type firstValue struct{ start, end, resume int }
+
+// readFirstValue reads a chunk whose head is the last one's (skip > 0,
+// headSkip) up to its tail: the first text key at skip, its string value
+// (no backslash in it), then the last full scan's tail. As scanPlain
+// would read them: the bytes after the value are the tail, which holds no
+// text key, so a scan of them skips to its last quote (identical bytes
+// scan identically).
+func (m *StreamMeter) readFirstValue(data []byte, skip int) firstValue {
+	if skip <= 0 || len(m.tail) == 0 {
+		return firstValue{}
+	}
+	k := nextQuote(data, skip+1)
+	if k < 0 || !isTextKey(data[skip+1:k]) {
+		return firstValue{}
+	}
+	j := skipSpace(data, k+1)
+	if j >= len(data) || data[j] != ':' {
+		return firstValue{}
+	}
+	v := skipSpace(data, j+1)
+	if v >= len(data) || data[v] != '"' {
+		return firstValue{}
+	}
+	e := nextQuote(data, v+1)
+	if e < 0 || bytes.IndexByte(data[v+1:e], '\\') >= 0 {
+		return firstValue{} // an escaped quote, maybe: not where the string ends
+	}
+	if !bytes.HasPrefix(data[e+1:], m.tail) {
+		return firstValue{}
+	}
+	return firstValue{start: v, end: e, resume: e + len(m.tail)}
 }
 
 // resume is where a scan of data (without a backslash) for its first text
@@ -408,8 +462,9 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	}
 	// Held before it is parsed: a malformed chunk's text reached the
 	// client all the same, and counts.
-	m.hold(data, skip)
-	if m.usageNullByTail(data, skip) || !mayHoldUsage(data[from:]) {
+	first := m.readFirstValue(data, skip)
+	m.hold(data, skip, first)
+	if m.usageNullByTail(data, first) || !mayHoldUsage(data[from:]) {
 		return false, nil
 	}
 	if !validJSON(data) {
@@ -442,34 +497,14 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 }
 
 // usageNullByTail says a chunk holds no usage from the chunks read before
-// it: its head (headSkip) is the last one's and has no usage key, its
-// first text key's string value is followed by the last full scan's tail,
-// which has none or only a null one, and what follows the tail (the rest
-// of its last value) has none either. OpenAI's chunks all say "usage":
-// null; this reads their first value and the end, not every byte after
-// the head for usage".
-func (m *StreamMeter) usageNullByTail(data []byte, skip int) bool {
-	if skip <= 0 || m.headUsage || !m.tailNoUsage || len(m.tail) == 0 {
-		return false
-	}
-	k := nextQuote(data, skip+1)
-	if k < 0 || !isTextKey(data[skip+1:k]) {
-		return false
-	}
-	j := skipSpace(data, k+1)
-	if j >= len(data) || data[j] != ':' {
-		return false
-	}
-	v := skipSpace(data, j+1)
-	if v >= len(data) || data[v] != '"' {
-		return false
-	}
-	e := nextQuote(data, v+1)
-	if e < 0 || bytes.IndexByte(data[v+1:e], '\\') >= 0 {
-		return false // an escaped quote, maybe: not where the string ends
-	}
-	rest, ok := bytes.CutPrefix(data[e+1:], m.tail)
-	return ok && !mayHoldUsage(rest)
+// it: its head (headSkip) is the last one's and has no usage key, it was
+// read as far as the last full scan's tail (first, readFirstValue), which
+// has none or only a null one, and what follows the tail (the rest of its
+// last value) has none either. OpenAI's chunks all say "usage": null;
+// this reads their first value and the end, not every byte after the
+// head for usage".
+func (m *StreamMeter) usageNullByTail(data []byte, first firstValue) bool {
+	return first.resume > 0 && !m.headUsage && m.tailNoUsage && !mayHoldUsage(data[first.resume+1:])
 }
 
 // isTextKey reports whether a key (its bytes between the quotes) is one
@@ -559,15 +594,30 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 // resumed says from is not a head's last quote but where resume left the
 // scan: the head is then recorded wherever the first text key is.
 func (m *StreamMeter) scanPlain(data []byte, keep bool, from int, resumed bool) int {
+	return m.scanPlainAt(data, keep, from, plainState{first: -1, firstEnd: -1, resumed: resumed})
+}
+
+// plainState is where a scanPlain stands: the first text key's quote,
+// where the first kept value closes, whether the scan skipped a tail, and
+// whether it started where resume left it. readPending starts a scan
+// after a tail that readFirstValue found.
+type plainState struct {
+	first, firstEnd  int
+	skipped, resumed bool
+}
+
+// scanPlainAt is scanPlain from i, in state st.
+func (m *StreamMeter) scanPlainAt(data []byte, keep bool, i int, st plainState) int {
+	from := i
 	// The strings are the pairs of quotes, in order (no escapes:
 	// keepStringsFrom sends those chunks elsewhere). A string followed by
 	// a colon is a key; the string after a text key's colon is its value.
-	value, first := -1, -1
+	value, first := -1, st.first
 	// For the tail: where the first kept value closes, the last value
 	// string that is neither a key nor kept, whether a text key came after
 	// the first value, and whether this scan skipped a tail.
-	firstEnd, lastValue, textAfter, skipped := -1, -1, false, false
-	for i := from; ; {
+	firstEnd, lastValue, textAfter, skipped := st.firstEnd, -1, false, st.skipped
+	for {
 		start := nextQuote(data, i)
 		if start < 0 {
 			break
@@ -618,7 +668,7 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int, resumed bool) 
 	case first < 0:
 		m.head, m.tail = m.head[:0], m.tail[:0]
 		return -1
-	case first != from || resumed:
+	case (first != from || st.resumed) && !st.skipped:
 		m.head = append(m.head[:0], data[:first+1]...)
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
 		m.tail = m.tail[:0]

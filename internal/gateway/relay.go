@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +54,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	if tr := p.prep.Translation; tr != nil {
 		ep = upstream.EndpointOf(tr.Upstream)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.provider.URL(ep, p.dep.model.Name, cl.llm.Stream), bytes.NewReader(p.prep.Body))
+	req, err := t.urls.request(ctx, t.provider, urlKey{ep, p.dep.model.Name, cl.llm.Stream}, p.prep.Body)
 	if err != nil {
 		a.err = err
 		return a

@@ -83,6 +83,7 @@ type target struct {
 	breaker  *breaker.Breaker
 	queue    *queue.Queue
 	inflight *inflight // requests in flight here (shared across reloads)
+	urls     urls      // its request URLs, parsed once
 }
 
 // upstreamState is what outlives a reload for an upstream name: its

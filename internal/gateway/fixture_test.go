@@ -238,8 +238,12 @@ func (u *fakeUpstream) requests() []received {
 	return append([]received(nil), u.got...)
 }
 
+// upstreamDate is the Date every fake answer carries, as a real server's
+// would.
+const upstreamDate = "Tue, 01 Dec 2026 09:30:00 GMT"
+
 func jsonAnswer(r *http.Request, status int, body string) *http.Response {
-	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}},
+	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}, "Date": {upstreamDate}},
 		Body: io.NopCloser(strings.NewReader(body)), Request: r}
 }
 

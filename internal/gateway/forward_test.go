@@ -27,6 +27,9 @@ func TestServedAnswerIsSettledAtReportedUsage(t *testing.T) {
 	if o.resp.Code != 200 || o.resp.Body.String() != chatJSON(10, 5) || o.resp.Header().Get("X-Tollgate-Upstream") != "main" {
 		t.Fatalf("relayed %d %q (upstream %q)", o.resp.Code, o.resp.Body, o.resp.Header().Get("X-Tollgate-Upstream"))
 	}
+	if d := o.resp.Header().Get("Date"); d != upstreamDate {
+		t.Fatalf("Date %q, not the upstream's: a proxy passes it on", d)
+	}
 	got := f.up.requests()[0]
 	if got.host != "main.test" || got.header.Get("Authorization") != "Bearer main-secret" || got.header.Get("User-Agent") != "test-client/1" {
 		t.Fatalf("upstream got host %s, headers %v", got.host, got.header)

@@ -32,7 +32,10 @@ var forwardHeaders = []string{"Accept", "User-Agent", "Openai-Beta"}
 // returned response headers (canonical: they are looked up and set as
 // they are); the upstream's own rate-limit headers and
 // organisation would describe Tollgate's account, not the client's limits.
-var returnHeaders = []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
+// The upstream's Date goes on as a proxy's does: net/http formats one
+// only for a response without it, and that formatting was a per-request
+// cost the bare proxy does not pay.
+var returnHeaders = []string{"Content-Type", "Cache-Control", "Date", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
 
 // attempt is one deployment's answer, its headers read, nothing of it
 // relayed yet: a response, or the error that stood for one.

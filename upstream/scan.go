@@ -157,9 +157,10 @@ func memberValue(s string, i int) int {
 	return ws(s, i+1)
 }
 
-// ws is where the whitespace from i ends.
+// ws is where the whitespace from i ends. (Most calls find none: one
+// comparison says so, JSON's four spaces all being at most ' '.)
 func ws(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
 		i++
 	}
 	return i

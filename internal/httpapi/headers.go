@@ -128,22 +128,22 @@ type limitPolicy struct {
 	items []policyItem
 }
 
-// policyItem is what a limit's item in RateLimit-Policy is made of; a
-// limit that is not enforced has only its name.
+// policyItem is what a limit's item in RateLimit-Policy is made of, as
+// the limit and its status have it: compared as they are, not as the
+// item formats them.
 type policyItem struct {
-	enforced bool
-	scope    budget.Scope
-	name     string
-	quota    int64
-	unit     string
-	window   int64
+	name   string
+	scope  budget.Scope
+	kind   budget.Kind
+	unit   budget.Unit
+	period budget.Period
+	window time.Duration
+	quota  int64
+	shadow bool
 }
 
 func itemOf(l *budget.Limit, s budget.Status) policyItem {
-	if !enforced(l) {
-		return policyItem{scope: l.Scope, name: l.Name}
-	}
-	return policyItem{enforced: true, scope: l.Scope, name: l.Name, quota: s.Capacity, unit: unitName(l), window: window(l)}
+	return policyItem{name: l.Name, scope: l.Scope, kind: l.Kind, unit: l.Unit, period: l.Period, window: l.Window, quota: s.Capacity, shadow: l.Shadow}
 }
 
 // get returns the policy of limits, in force as status says.

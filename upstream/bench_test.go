@@ -72,5 +72,6 @@ func BenchmarkStreamMeter(b *testing.B) {
 		if _, ok := meter.Usage(); !ok || counted == 0 {
 			b.Fatal("no usage, or nothing counted")
 		}
+		meter.Release()
 	}
 }

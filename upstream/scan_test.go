@@ -153,6 +153,14 @@ func FuzzObserveUsageInSequence(f *testing.F) {
 	f.Add([]byte(`{"a":"content"  ,"text":"a"}`), uint16(15), []byte(` :"b"}`))
 	f.Fuzz(func(t *testing.T, a []byte, cut uint16, tail []byte) {
 		b := append(a[:int(cut)%(len(a)+1):int(cut)%(len(a)+1)], tail...)
+		// A meter used and released first: the next is likely the same
+		// one, and must start afresh.
+		used := NewStreamMeter(1 << 20)
+		for _, c := range [][]byte{b, a} {
+			_, _ = used.Observe(c)
+			used.Text()
+		}
+		used.Release()
 		m := NewStreamMeter(1 << 20)
 		var want budget.Usage
 		var has bool
@@ -236,4 +244,44 @@ func FuzzValidFind(f *testing.F) {
 			t.Fatalf("validFind(%q, %q) found %d, get %d", b, key, at, want)
 		}
 	})
+}
+
+// TestReleasedMeterStartsAfresh: a meter handed back after a stream that
+// left it a head, a tail, text, usage, truncation and [DONE] reads the
+// next stream as a meter never used does.
+func TestReleasedMeterStartsAfresh(t *testing.T) {
+	head := `{"id":"c","choices":[{"index":0,"delta":{"content":"`
+	obf := `"}}],"usage":null,"obfuscation":"`
+	stream := [][]byte{
+		[]byte(head + `Hello` + obf + `k2V"}`), []byte(head + ` world` + obf + `q"}`),
+		[]byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}`), []byte("[DONE]"),
+	}
+	read := func(m *StreamMeter, chunks [][]byte) (string, budget.Usage, bool, bool, bool, int) {
+		for _, c := range chunks {
+			_, _ = m.Observe(c)
+			m.Text()
+		}
+		bound := m.TextBound()
+		u, ok := m.Usage()
+		return m.Text(), u, ok, m.Done(), m.Truncated(), bound
+	}
+	// A chunk whose head holds its usage: a meter that kept that head
+	// but not what it knew of it would not look there for usage.
+	usageFirst := []byte(`{"usage":{"prompt_tokens":5,"completion_tokens":1},"choices":[{"index":0,"delta":{"content":"hi"}}]}`)
+	used := NewStreamMeter(4)
+	read(used, append(stream[:3:3], usageFirst))
+	if !used.Truncated() {
+		t.Fatal("the first stream was not truncated: the test would not cover it")
+	}
+	used.Release()
+	for i, next := range [][][]byte{{usageFirst}, stream, stream[:1], {[]byte(`{"choices":[{"delta":{"text":"x"}}]}`)}} {
+		again := NewStreamMeter(1 << 10)
+		got1, got2, got3, got4, got5, got6 := read(again, next)
+		w1, w2, w3, w4, w5, w6 := read(&StreamMeter{maxText: 1 << 10}, next)
+		if got1 != w1 || got2 != w2 || got3 != w3 || got4 != w4 || got5 != w5 || got6 != w6 {
+			t.Errorf("stream %d after a release: %q %+v %v %v %v %d; a meter never used: %q %+v %v %v %v %d",
+				i, got1, got2, got3, got4, got5, got6, w1, w2, w3, w4, w5, w6)
+		}
+		again.Release()
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -190,7 +189,7 @@ type StreamMeter struct {
 	responses bool
 	start     anthropicUsage // Anthropic's message_start usage
 	done      bool
-	text      strings.Builder
+	text      []byte // Text's bytes: kept, never rewritten, until Release
 	maxText   int
 	truncated bool
 	// pending are chunks whose text is not read yet, one after another,
@@ -351,25 +350,60 @@ func (m *StreamMeter) headSkip(data []byte) int {
 // TextBound bounds the length of Text from above without reading the
 // chunks not read yet: their text is within their bytes past the head
 // they share with the chunk read before them.
-func (m *StreamMeter) TextBound() int { return m.text.Len() + m.pendingText }
+func (m *StreamMeter) TextBound() int { return len(m.text) + m.pendingText }
 
 // NewStreamMeter returns a meter for an OpenAI stream that keeps at most
 // maxText bytes of output.
-func NewStreamMeter(maxText int) *StreamMeter { return &StreamMeter{maxText: maxText} }
+func NewStreamMeter(maxText int) *StreamMeter { return newMeter(StreamMeter{maxText: maxText}) }
+
+// meters are released meters, their buffers kept: a stream's meter grew
+// its buffers a dozen times a stream, one allocation each.
+var meters sync.Pool
+
+// maxKept bounds each buffer a released meter keeps for the next.
+const maxKept = 64 << 10
+
+// newMeter returns a meter set as m, from meters where one was released.
+func newMeter(m StreamMeter) *StreamMeter {
+	p, _ := meters.Get().(*StreamMeter)
+	if p == nil {
+		p = new(StreamMeter)
+	}
+	m.text, m.pending, m.held, m.head, m.tail = p.text[:0], p.pending[:0], p.held[:0], p.head[:0], p.tail[:0]
+	*p = m
+	return p
+}
+
+// Release hands m back for another stream. Neither m nor a string Text
+// returned is used after it.
+func (m *StreamMeter) Release() {
+	keep := func(b []byte) []byte {
+		if cap(b) > maxKept {
+			return nil
+		}
+		return b[:0]
+	}
+	held := m.held[:0]
+	if cap(held) > maxKept/32 {
+		held = nil
+	}
+	*m = StreamMeter{text: keep(m.text), pending: keep(m.pending), head: keep(m.head), tail: keep(m.tail), held: held}
+	meters.Put(m)
+}
 
 // NewAnthropicStreamMeter returns a meter for an Anthropic Messages stream:
 // input usage comes in message_start, the cumulative output in
 // message_delta (counted once, the last report winning), and message_stop
 // ends it.
 func NewAnthropicStreamMeter(maxText int) *StreamMeter {
-	return &StreamMeter{maxText: maxText, anthropic: true}
+	return newMeter(StreamMeter{maxText: maxText, anthropic: true})
 }
 
 // NewResponsesStreamMeter returns a meter for a Responses API stream: text
 // arrives in output_text deltas, usage in the final response.completed (or
 // response.incomplete) event.
 func NewResponsesStreamMeter(maxText int) *StreamMeter {
-	return &StreamMeter{maxText: maxText, responses: true}
+	return newMeter(StreamMeter{maxText: maxText, responses: true})
 }
 
 func (m *StreamMeter) observeResponses(data []byte) error {
@@ -738,22 +772,22 @@ func (m *StreamMeter) keepBytes(b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	if room := m.maxText - m.text.Len(); len(b) > room {
+	if room := m.maxText - len(m.text); len(b) > room {
 		m.truncated = true
 		b = b[:max(room, 0)]
 	}
-	m.text.Write(b)
+	m.text = append(m.text, b...)
 }
 
 func (m *StreamMeter) keep(s string) {
 	if s == "" {
 		return
 	}
-	if room := m.maxText - m.text.Len(); len(s) > room {
+	if room := m.maxText - len(m.text); len(s) > room {
 		m.truncated = true
 		s = s[:max(room, 0)]
 	}
-	m.text.WriteString(s)
+	m.text = append(m.text, s...)
 }
 
 // Usage returns the last usage the stream reported.
@@ -762,10 +796,12 @@ func (m *StreamMeter) Usage() (budget.Usage, bool) { return m.usage, m.hasUsage 
 // Done reports whether the stream ended with [DONE].
 func (m *StreamMeter) Done() bool { return m.done }
 
-// Text returns the output text seen so far (bounded by maxText).
+// Text returns the output text seen so far (bounded by maxText), valid
+// until Release: it is the meter's own bytes, which later text is appended
+// after, never over.
 func (m *StreamMeter) Text() string {
 	m.readPending()
-	return m.text.String()
+	return unsafe.String(unsafe.SliceData(m.text), len(m.text))
 }
 
 // Truncated reports whether more output passed than the meter kept, so its

@@ -322,6 +322,7 @@ func (cl *Call) reservedUsage(p *plan) budget.Usage {
 func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
 	startStream(w)
 	meter := p.req.Endpoint.NewMeter(maxText(p))
+	defer meter.Release() // after the return value is counted from its text
 	events := upstream.NewEventReader(body)
 	defer events.Release()
 	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}

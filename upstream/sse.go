@@ -211,15 +211,15 @@ type StreamMeter struct {
 }
 
 // heldChunk is where a held chunk ends in pending, where its text can
-// begin (headSkip), and, for a chunk read as far as its tail (firstValue),
-// what that read found.
+// begin (headSkip), and, for a chunk read as far as its tail
+// (readFirstValue), what that read found.
 type heldChunk struct {
 	end, skip int
 	first     firstValue
 }
 
 // hold keeps data, a chunk, for its text to be read when asked for. first
-// is what firstValue read of it.
+// is what readFirstValue found in it.
 func (m *StreamMeter) hold(data []byte, skip int, first firstValue) {
 	m.pending = append(m.pending, data...)
 	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {

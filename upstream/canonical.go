@@ -22,23 +22,27 @@ type shape struct {
 	each   *shape            // the shape of every element, where the value is an array
 }
 
-// check walks v against s; path is the parameter name of v.
-func (s *shape) check(v jnode, path string) error {
+// check walks v against s; path is the parameter name of v, or of the
+// array v is element index of (index -1: v is not an element). An
+// element's own name ("messages[3]") is made only where it is needed — an
+// error, a field below it to check — not for every element.
+func (s *shape) check(v jnode, path string, index int) error {
 	if s == nil {
 		return nil
 	}
 	switch {
 	case v.isArray() && s.each != nil:
+		path = elem(path, index)
 		i := 0
 		for item := range v.elements() {
-			if err := s.each.check(item, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := s.each.check(item, path, i); err != nil {
 				return err
 			}
 			i++
 		}
 	case v.isObject():
 		for k, val := range v.members() {
-			if _, err := s.member(k, val, path); err != nil {
+			if _, err := s.member(k, val, path, index); err != nil {
 				return err
 			}
 		}
@@ -46,22 +50,32 @@ func (s *shape) check(v jnode, path string) error {
 	return nil
 }
 
+// elem is the name of element index of the array named path, or path
+// where index is -1.
+func elem(path string, index int) string {
+	if index < 0 {
+		return path
+	}
+	return path + "[" + strconv.Itoa(index) + "]"
+}
+
 // member checks one member of an object of shape s, and the value below it:
 // its key is refused where it folds to a name s reads but is not that
 // name. key is the member's name, unescaped; where it is one s reads, it
-// is that name's own string (it does not point into the body).
-func (s *shape) member(k, val jnode, path string) (key string, err error) {
+// is that name's own string (it does not point into the body). path and
+// index name the object, as check's do.
+func (s *shape) member(k, val jnode, path string, index int) (key string, err error) {
 	key = keyName(k)
 	name, ok := s.name(key)
 	if !ok {
 		if name != "" {
-			param := join(path, key)
+			param := join(elem(path, index), key)
 			return "", badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, key, name)
 		}
 		return strings.Clone(key), nil
 	}
 	if child := s.fields[name]; child != nil && (val.isObject() || val.isArray()) {
-		if err := child.check(val, join(path, name)); err != nil {
+		if err := child.check(val, join(elem(path, index), name), -1); err != nil {
 			return "", err
 		}
 	}

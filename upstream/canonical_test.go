@@ -64,3 +64,27 @@ func TestNamesTheGatewayDoesNotReadPass(t *testing.T) {
 		}
 	}
 }
+
+// Checking the names of a request's messages costs no allocation per
+// message: an element's name ("messages[7]") is made only for an error or
+// a field below it to check. ParseRequest allocates as much for 64
+// messages as for 2.
+func TestParseRequestAllocationsDoNotGrowWithMessages(t *testing.T) {
+	body := func(n int) []byte {
+		msgs := make([]string, n)
+		for i := range msgs {
+			msgs[i] = `{"role":"user","content":"message text"}`
+		}
+		return []byte(`{"model":"m","messages":[` + strings.Join(msgs, ",") + `]}`)
+	}
+	allocs := func(b []byte) float64 {
+		return testing.AllocsPerRun(50, func() {
+			if _, err := upstream.ParseRequest(upstream.Chat, b); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if few, many := allocs(body(2)), allocs(body(64)); many != few {
+		t.Errorf("ParseRequest: %v allocations for 2 messages, %v for 64", few, many)
+	}
+}

@@ -175,7 +175,7 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	r := &Request{Endpoint: e, raw: body}
 	r.members, r.fields = r.memberBuf[:0], r.fieldBuf[:0]
 	for k, v := range top.members() {
-		key, err := s.member(k, v, "")
+		key, err := s.member(k, v, "", -1)
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,14 @@ func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
 	if !v.isArray() {
 		return nil, false
 	}
-	msgs = []chatMessage{}
+	// Counted first: grown by append, the slice was a few allocations
+	// and copies of every message so far; the count is a skip over text
+	// already validated.
+	n := 0
+	for range v.elements() {
+		n++
+	}
+	msgs = make([]chatMessage, 0, n)
 	for item := range v.elements() {
 		m, ok := decodeMessage(item)
 		if !ok {

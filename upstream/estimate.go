@@ -124,6 +124,9 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 		return 0, badRequest("messages", "must not be empty")
 	}
 	counted := make([]tokenizer.ChatMessage, len(msgs))
+	// One text a message, the common case, from one array: a message's
+	// Texts has room for one there, and one with more grows its own.
+	texts := make([]string, len(msgs))
 	for i, msg := range msgs {
 		// The field's name is made for an error only: two strings a
 		// message at every request otherwise.
@@ -136,7 +139,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 			p := param()
 			return 0, badRequest(p+".audio", "%s.audio refers to audio the upstream keeps, which the gateway cannot count", p)
 		}
-		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name}
+		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name, Texts: texts[i:i:i+1]}
 		if err := addContent(&cm, m, msg.Content, func() string { return param() + ".content" }); err != nil {
 			return 0, err
 		}

@@ -139,7 +139,7 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 			p := param()
 			return 0, badRequest(p+".audio", "%s.audio refers to audio the upstream keeps, which the gateway cannot count", p)
 		}
-		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name, Texts: texts[i:i:i+1]}
+		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name, Texts: texts[i : i : i+1]}
 		if err := addContent(&cm, m, msg.Content, func() string { return param() + ".content" }); err != nil {
 			return 0, err
 		}

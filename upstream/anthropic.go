@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 
@@ -60,7 +61,7 @@ func (b *anthropicBlock) document(cm *tokenizer.ChatMessage, m *Model, param str
 		cm.Texts = append(cm.Texts, s.Data)
 		return nil
 	case s.Type == "content":
-		return addBlocks(cm, m, s.Content, param+".source.content")
+		return addBlocks(cm, m, s.Content, blocksName{at: param + ".source.content"})
 	case s.Type == "url" || s.Type == "file":
 		return badRequest(param+".source", "a document by %s: the gateway cannot know its page count; send the PDF inline (base64)", s.Type)
 	}
@@ -80,13 +81,16 @@ const (
 // every message's blocks, and the tool definitions, as if they were an
 // OpenAI chat (the caller scales the count by the model's TokenRatio).
 func (r *Request) messagesInput(m *Model) (int64, error) {
-	var msgs []anthropicMessage
 	raw, ok := r.fields.get("messages")
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return 0, badRequest("messages", "must be an array of message objects")
+	msgs, ok := decodeAnthropicMessages(raw)
+	if !ok {
+		var err error
+		if msgs, err = unmarshalJSON[[]anthropicMessage](raw); err != nil {
+			return 0, badRequest("messages", "must be an array of message objects")
+		}
 	}
 	if len(msgs) == 0 {
 		return 0, badRequest("messages", "must not be empty")
@@ -94,18 +98,19 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 	counted := make([]tokenizer.ChatMessage, 0, len(msgs)+1)
 	if sys, ok := r.fields.get("system"); ok && !isNull(sys) {
 		cm := tokenizer.ChatMessage{Role: "system"}
-		if err := addBlocks(&cm, m, sys, "system"); err != nil {
+		if err := addBlocks(&cm, m, sys, blocksName{at: "system"}); err != nil {
 			return 0, err
 		}
 		counted = append(counted, cm)
 	}
+	// One text a message, the common case, from one array (as chatInput).
+	texts := make([]string, len(msgs))
 	for i, msg := range msgs {
-		param := fmt.Sprintf("messages[%d]", i)
 		if msg.Role != "user" && msg.Role != "assistant" {
-			return 0, badRequest(param+".role", "must be user or assistant")
+			return 0, badRequest("messages["+strconv.Itoa(i)+"].role", "must be user or assistant")
 		}
-		cm := tokenizer.ChatMessage{Role: msg.Role}
-		if err := addBlocks(&cm, m, msg.Content, param+".content"); err != nil {
+		cm := tokenizer.ChatMessage{Role: msg.Role, Texts: texts[i : i : i+1]}
+		if err := addBlocks(&cm, m, msg.Content, blocksName{index: i}); err != nil {
 			return 0, err
 		}
 		counted = append(counted, cm)
@@ -132,23 +137,41 @@ func (r *Request) messagesInput(m *Model) (int64, error) {
 	return m.Counter.Chat(counted, tools) + extra, nil
 }
 
+// blocksName names content for errors, made only when one needs it: at,
+// where set, is the whole name; else the content of message index.
+// (Made for every message, the name was an allocation each.)
+type blocksName struct {
+	at    string
+	index int
+}
+
+func (n blocksName) String() string {
+	if n.at != "" {
+		return n.at
+	}
+	return "messages[" + strconv.Itoa(n.index) + "].content"
+}
+
 // addBlocks counts Anthropic content: a string or an array of blocks. Blocks
 // the gateway cannot bound (documents, files) are refused.
-func addBlocks(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param string) error {
+func addBlocks(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param blocksName) error {
 	if len(raw) == 0 || isNull(raw) {
 		return nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return badRequest(param, "must be a string or an array of content blocks")
+		s, ok := jsonStr(raw)
+		if !ok {
+			return badRequest(param.String(), "must be a string or an array of content blocks")
 		}
 		cm.Texts = append(cm.Texts, s)
 		return nil
 	}
-	var blocks []anthropicBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return badRequest(param, "must be a string or an array of content blocks")
+	blocks, ok := decodeBlocks(raw)
+	if !ok {
+		var err error
+		if blocks, err = unmarshalJSON[[]anthropicBlock](raw); err != nil {
+			return badRequest(param.String(), "must be a string or an array of content blocks")
+		}
 	}
 	for i, b := range blocks {
 		switch b.Type {
@@ -163,7 +186,7 @@ func addBlocks(cm *tokenizer.ChatMessage, m *Model, raw json.RawMessage, param s
 		case "tool_use":
 			cm.Extra = append(cm.Extra, b.Name, string(compact(b.Input)))
 		case "tool_result":
-			if err := addBlocks(cm, m, b.Content, fmt.Sprintf("%s[%d].content", param, i)); err != nil {
+			if err := addBlocks(cm, m, b.Content, blocksName{at: fmt.Sprintf("%s[%d].content", param, i)}); err != nil {
 				return err
 			}
 		case "document":

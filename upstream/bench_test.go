@@ -33,6 +33,33 @@ func BenchmarkParsePrepare(b *testing.B) {
 	}
 }
 
+// BenchmarkParsePrepareLong is a 200-message conversation (186 KB) sent as
+// an OpenAI chat and as an Anthropic Messages request: the same text, each
+// parsed and estimated (cached counts after the first op).
+func BenchmarkParsePrepareLong(b *testing.B) {
+	m := model(b, "o200k_base")
+	msgs := make([]string, 200)
+	for i := range msgs {
+		msgs[i] = `{"role":"` + []string{"user", "assistant"}[i%2] + `","content":"` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20) + `"}`
+	}
+	body := []byte(`{"model":"m","max_tokens":256,"messages":[` + strings.Join(msgs, ",") + `]}`)
+	for _, ep := range []upstream.Endpoint{upstream.Chat, upstream.Messages} {
+		b.Run(ep.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req, err := upstream.ParseRequest(ep, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := req.Prepare(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkStreamMeter is the meter's work on a chat stream as the
 // gateway relays it with a cap the reply reaches: every chunk observed,
 // its text read and counted once the text could pass the cap (as the

@@ -88,3 +88,38 @@ func TestParseRequestAllocationsDoNotGrowWithMessages(t *testing.T) {
 		t.Errorf("ParseRequest: %v allocations for 2 messages, %v for 64", few, many)
 	}
 }
+
+// Estimating a request allocates no more for 64 string-content messages
+// than for 2, on Messages as on chat: messages and blocks are read in
+// place, not decoded by encoding/json, and their names are made for an
+// error only. Content given as an array of parts or blocks costs one
+// allocation a message (the decoded parts), no more.
+func TestEstimateAllocationsPerMessage(t *testing.T) {
+	m := model(t, "o200k_base")
+	for _, ep := range []upstream.Endpoint{upstream.Chat, upstream.Messages} {
+		body := func(n int, content string) []byte {
+			msgs := make([]string, n)
+			for i := range msgs {
+				msgs[i] = `{"role":"` + []string{"user", "assistant"}[i%2] + `","content":` + content + `}`
+			}
+			return []byte(`{"model":"m","max_tokens":5,"messages":[` + strings.Join(msgs, ",") + `]}`)
+		}
+		allocs := func(b []byte) float64 {
+			return testing.AllocsPerRun(20, func() {
+				req, err := upstream.ParseRequest(ep, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := req.Prepare(m); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		if few, many := allocs(body(2, `"message text"`)), allocs(body(64, `"message text"`)); many != few {
+			t.Errorf("%s, string content: %v allocations for 2 messages, %v for 64", ep, few, many)
+		}
+		if few, many := allocs(body(2, `[{"type":"text","text":"a"}]`)), allocs(body(64, `[{"type":"text","text":"a"}]`)); many-few > 62 {
+			t.Errorf("%s, parts: %v allocations for 2 messages, %v for 64", ep, few, many)
+		}
+	}
+}

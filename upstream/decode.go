@@ -183,3 +183,85 @@ func rawBytes(v jnode) json.RawMessage {
 func jsonStr(raw []byte) (string, bool) {
 	return str(root(raw))
 }
+
+// decodeAnthropicMessages is json.Unmarshal(raw, &msgs) for an Anthropic
+// Messages request's messages, read in place: encoding/json's reflection
+// over a long conversation cost ten times the rest of its estimate.
+func decodeAnthropicMessages(raw []byte) (msgs []anthropicMessage, ok bool) {
+	v := root(raw)
+	if !v.isArray() {
+		return nil, false
+	}
+	n := 0
+	for range v.elements() {
+		n++
+	}
+	msgs = make([]anthropicMessage, 0, n)
+	for item := range v.elements() {
+		var m anthropicMessage
+		_, ok := readFields(item, anthropicMessageFields, true, func(f int, val jnode) bool {
+			if f == 0 {
+				var ok bool
+				m.Role, ok = str(val)
+				return ok
+			}
+			m.Content = rawBytes(val)
+			return true
+		})
+		if !ok {
+			return nil, false
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, true
+}
+
+var anthropicMessageFields = []string{"role", "content"}
+
+// decodeBlocks is json.Unmarshal(raw, &blocks) for Anthropic content
+// blocks that are not documents: a block with a source, a title or a
+// context is left to encoding/json, as is any key spelled but for case.
+func decodeBlocks(raw []byte) (blocks []anthropicBlock, ok bool) {
+	v := root(raw)
+	if !v.isArray() {
+		return nil, false
+	}
+	n := 0
+	for range v.elements() {
+		n++
+	}
+	blocks = make([]anthropicBlock, 0, n)
+	for item := range v.elements() {
+		var b anthropicBlock
+		_, ok := readFields(item, blockFields, true, func(f int, val jnode) bool {
+			ok := true
+			switch blockFields[f] {
+			case "type":
+				b.Type, ok = str(val)
+			case "text":
+				b.Text, ok = str(val)
+			case "name":
+				b.Name, ok = str(val)
+			case "thinking":
+				b.Thinking, ok = str(val)
+			case "data":
+				b.Data, ok = str(val)
+			case "input":
+				b.Input = rawBytes(val)
+			case "content":
+				b.Content = rawBytes(val)
+			default: // source, title, context: a document's
+				ok = false
+			}
+			return ok
+		})
+		if !ok {
+			return nil, false
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks, true
+}
+
+// blockFields are anthropicBlock's JSON names.
+var blockFields = []string{"type", "text", "name", "input", "content", "thinking", "data", "source", "title", "context"}

@@ -27,6 +27,12 @@ func FuzzDecodeMessages(f *testing.F) {
 		`[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"u"}}]}]`,
 		`[{"role":"user","tool_calls":null}]`, `[{"role":"user","tool_calls":{}}]`, `[{"role":7}]`,
 		`[{"type":"text","text":"x"},{"TYPE":"text"}]`, `[{"type":"text","text":null}]`, `[{"type":"text","type":"image_url"}]`,
+		// Anthropic's messages and blocks.
+		`[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]}]`,
+		`[{"type":"tool_use","id":"t","name":"f","input":{"a":[1,2]}},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"42"}],"is_error":false}]`,
+		`[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"redacted_thinking","data":"xx"}]`,
+		`[{"type":"document","source":{"type":"text","data":"d"},"title":"t"}]`, `[{"type":"text","Text":"x"}]`,
+		`[{"type":"image","source":null}]`, `[{"role":"user","content":null,"Content":"x"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -41,6 +47,24 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("decodeMessages(%s)\n got %#v\nwant %#v", raw, got, want)
+			}
+		}
+		if got, ok := decodeAnthropicMessages(raw); ok {
+			var want []anthropicMessage
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("decodeAnthropicMessages took %s, encoding/json refuses it: %v", raw, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeAnthropicMessages(%s)\n got %#v\nwant %#v", raw, got, want)
+			}
+		}
+		if got, ok := decodeBlocks(raw); ok {
+			var want []anthropicBlock
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatalf("decodeBlocks took %s, encoding/json refuses it: %v", raw, err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("decodeBlocks(%s)\n got %#v\nwant %#v", raw, got, want)
 			}
 		}
 		if got, ok := decodeTextParts(raw); ok {

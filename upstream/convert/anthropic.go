@@ -18,7 +18,7 @@ func FromAnthropic(body []byte) (*Chat, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, errorf("", "the body is not JSON")
 	}
-	r := gjson.ParseBytes(body)
+	r := membersOf(gjson.ParseBytes(body))
 	if err := needMessages(r); err != nil {
 		return nil, err
 	}

@@ -14,8 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // Wire is a chat dialect.
@@ -239,7 +237,7 @@ func (t *turns) add(role string, items []map[string]any) {
 
 // needMessages refuses a request without a non-empty messages array:
 // every wire requires one, and a translation must not invent it.
-func needMessages(r gjson.Result) error {
+func needMessages(r getter) error {
 	if m := r.Get("messages"); !m.IsArray() || len(m.Array()) == 0 {
 		return errorf("messages", "must be a non-empty array of messages")
 	}

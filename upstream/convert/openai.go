@@ -17,7 +17,7 @@ func FromOpenAI(body []byte) (*Chat, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, errorf("", "the body is not JSON")
 	}
-	r := gjson.ParseBytes(body)
+	r := membersOf(gjson.ParseBytes(body))
 	if err := needMessages(r); err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (c *Chat) openAIFormat(f gjson.Result) error {
 	return nil
 }
 
-func (c *Chat) openAITools(r gjson.Result) error {
+func (c *Chat) openAITools(r getter) error {
 	for i, t := range r.Get("tools").Array() {
 		if t.Get("type").String() != "function" {
 			return errorf(fmt.Sprintf("tools[%d].type", i), "only function tools are supported for this model")

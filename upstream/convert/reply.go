@@ -50,7 +50,8 @@ func (rep *Reply) unwrapFormat(tool string) {
 	}
 }
 
-func openAIReply(r gjson.Result) *Reply {
+func openAIReply(answer gjson.Result) *Reply {
+	r := membersOf(answer)
 	ch := r.Get("choices.0")
 	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: openAIUsage(r.Get("usage"))}
 	msg := ch.Get("message")
@@ -69,7 +70,8 @@ func openAIReply(r gjson.Result) *Reply {
 	return rep
 }
 
-func openAIUsage(u gjson.Result) Usage {
+func openAIUsage(usage gjson.Result) Usage {
+	u := membersOf(usage)
 	if !u.Get("prompt_tokens").Exists() {
 		return Usage{}
 	}
@@ -79,7 +81,8 @@ func openAIUsage(u gjson.Result) Usage {
 		Reported: true}
 }
 
-func anthropicReply(r gjson.Result) *Reply {
+func anthropicReply(answer gjson.Result) *Reply {
+	r := membersOf(answer)
 	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: anthropicUsage(r.Get("usage")),
 		StopSequence: r.Get("stop_sequence").String()}
 	for _, b := range r.Get("content").Array() {
@@ -103,7 +106,8 @@ func anthropicStop(s string) Stop {
 
 // anthropicUsage reads Anthropic's usage, whose input_tokens leaves out
 // the tokens read from and written to the cache.
-func anthropicUsage(u gjson.Result) Usage {
+func anthropicUsage(usage gjson.Result) Usage {
+	u := membersOf(usage)
 	if !u.Get("input_tokens").Exists() && !u.Get("output_tokens").Exists() {
 		return Usage{}
 	}

@@ -21,27 +21,31 @@ import (
 
 // decodeMessages is json.Unmarshal(raw, &msgs) for messages that are
 // objects with fields of the expected types.
-func decodeMessages(raw []byte) (msgs []chatMessage, ok bool) {
+func decodeMessages(raw []byte) ([]chatMessage, bool) { return decodeArray(raw, decodeMessage) }
+
+// decodeArray is json.Unmarshal(raw, &out) for an array each of whose
+// elements decode reads (ok false: encoding/json decides). The elements
+// are counted first: grown by append, the slice was a few allocations and
+// copies of every element so far; the count is a skip over text already
+// validated.
+func decodeArray[T any](raw []byte, decode func(jnode) (T, bool)) ([]T, bool) {
 	v := root(raw)
 	if !v.isArray() {
 		return nil, false
 	}
-	// Counted first: grown by append, the slice was a few allocations
-	// and copies of every message so far; the count is a skip over text
-	// already validated.
 	n := 0
 	for range v.elements() {
 		n++
 	}
-	msgs = make([]chatMessage, 0, n)
+	out := make([]T, 0, n)
 	for item := range v.elements() {
-		m, ok := decodeMessage(item)
+		e, ok := decode(item)
 		if !ok {
 			return nil, false
 		}
-		msgs = append(msgs, m)
+		out = append(out, e)
 	}
-	return msgs, true
+	return out, true
 }
 
 // messageFields are chatMessage's JSON names.
@@ -81,17 +85,11 @@ func decodeMessage(v jnode) (m chatMessage, ok bool) {
 
 // decodeTextParts is json.Unmarshal(raw, &parts) for parts that have a
 // type and text and nothing else.
-func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
-	v := root(raw)
-	if !v.isArray() {
-		return nil, false
-	}
-	parts = []contentPart{}
-	for item := range v.elements() {
-		var p contentPart
+func decodeTextParts(raw []byte) ([]contentPart, bool) {
+	return decodeArray(raw, func(item jnode) (p contentPart, ok bool) {
 		// Another field of contentPart, or an unknown one: encoding/json
 		// decides.
-		_, ok := readFields(item, partTextFields, false, func(f int, val jnode) bool {
+		_, ok = readFields(item, partTextFields, false, func(f int, val jnode) bool {
 			var ok bool
 			if f == 0 {
 				p.Type, ok = str(val)
@@ -100,12 +98,8 @@ func decodeTextParts(raw []byte) (parts []contentPart, ok bool) {
 			}
 			return ok
 		})
-		if !ok {
-			return nil, false
-		}
-		parts = append(parts, p)
-	}
-	return parts, true
+		return p, ok
+	})
 }
 
 var partTextFields = []string{"type", "text"}
@@ -187,19 +181,9 @@ func jsonStr(raw []byte) (string, bool) {
 // decodeAnthropicMessages is json.Unmarshal(raw, &msgs) for an Anthropic
 // Messages request's messages, read in place: encoding/json's reflection
 // over a long conversation cost ten times the rest of its estimate.
-func decodeAnthropicMessages(raw []byte) (msgs []anthropicMessage, ok bool) {
-	v := root(raw)
-	if !v.isArray() {
-		return nil, false
-	}
-	n := 0
-	for range v.elements() {
-		n++
-	}
-	msgs = make([]anthropicMessage, 0, n)
-	for item := range v.elements() {
-		var m anthropicMessage
-		_, ok := readFields(item, anthropicMessageFields, true, func(f int, val jnode) bool {
+func decodeAnthropicMessages(raw []byte) ([]anthropicMessage, bool) {
+	return decodeArray(raw, func(item jnode) (m anthropicMessage, ok bool) {
+		_, ok = readFields(item, anthropicMessageFields, true, func(f int, val jnode) bool {
 			if f == 0 {
 				var ok bool
 				m.Role, ok = str(val)
@@ -208,12 +192,8 @@ func decodeAnthropicMessages(raw []byte) (msgs []anthropicMessage, ok bool) {
 			m.Content = rawBytes(val)
 			return true
 		})
-		if !ok {
-			return nil, false
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, true
+		return m, ok
+	})
 }
 
 var anthropicMessageFields = []string{"role", "content"}
@@ -221,46 +201,32 @@ var anthropicMessageFields = []string{"role", "content"}
 // decodeBlocks is json.Unmarshal(raw, &blocks) for Anthropic content
 // blocks that are not documents: a block with a source, a title or a
 // context is left to encoding/json, as is any key spelled but for case.
-func decodeBlocks(raw []byte) (blocks []anthropicBlock, ok bool) {
-	v := root(raw)
-	if !v.isArray() {
-		return nil, false
-	}
-	n := 0
-	for range v.elements() {
-		n++
-	}
-	blocks = make([]anthropicBlock, 0, n)
-	for item := range v.elements() {
-		var b anthropicBlock
-		_, ok := readFields(item, blockFields, true, func(f int, val jnode) bool {
-			ok := true
-			switch blockFields[f] {
-			case "type":
-				b.Type, ok = str(val)
-			case "text":
-				b.Text, ok = str(val)
-			case "name":
-				b.Name, ok = str(val)
-			case "thinking":
-				b.Thinking, ok = str(val)
-			case "data":
-				b.Data, ok = str(val)
-			case "input":
-				b.Input = rawBytes(val)
-			case "content":
-				b.Content = rawBytes(val)
-			default: // source, title, context: a document's
-				ok = false
-			}
-			return ok
-		})
-		if !ok {
-			return nil, false
+func decodeBlocks(raw []byte) ([]anthropicBlock, bool) { return decodeArray(raw, decodeBlock) }
+
+func decodeBlock(item jnode) (b anthropicBlock, ok bool) {
+	_, ok = readFields(item, blockFields, true, func(f int, val jnode) bool {
+		ok := true
+		switch blockFields[f] {
+		case "type":
+			b.Type, ok = str(val)
+		case "text":
+			b.Text, ok = str(val)
+		case "name":
+			b.Name, ok = str(val)
+		case "thinking":
+			b.Thinking, ok = str(val)
+		case "data":
+			b.Data, ok = str(val)
+		case "input":
+			b.Input = rawBytes(val)
+		case "content":
+			b.Content = rawBytes(val)
+		default: // source, title, context: a document's
+			ok = false
 		}
-		blocks = append(blocks, b)
-	}
-	return blocks, true
+		return ok
+	})
+	return b, ok
 }
 
 // blockFields are anthropicBlock's JSON names.

@@ -40,42 +40,10 @@ func FuzzDecodeMessages(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		if got, ok := decodeMessages(raw); ok {
-			var want []chatMessage
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatalf("decodeMessages took %s, encoding/json refuses it: %v", raw, err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("decodeMessages(%s)\n got %#v\nwant %#v", raw, got, want)
-			}
-		}
-		if got, ok := decodeAnthropicMessages(raw); ok {
-			var want []anthropicMessage
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatalf("decodeAnthropicMessages took %s, encoding/json refuses it: %v", raw, err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("decodeAnthropicMessages(%s)\n got %#v\nwant %#v", raw, got, want)
-			}
-		}
-		if got, ok := decodeBlocks(raw); ok {
-			var want []anthropicBlock
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatalf("decodeBlocks took %s, encoding/json refuses it: %v", raw, err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("decodeBlocks(%s)\n got %#v\nwant %#v", raw, got, want)
-			}
-		}
-		if got, ok := decodeTextParts(raw); ok {
-			var want []contentPart
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatalf("decodeTextParts took %s, encoding/json refuses it: %v", raw, err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("decodeTextParts(%s)\n got %#v\nwant %#v", raw, got, want)
-			}
-		}
+		asJSON(t, "decodeMessages", raw, decodeMessages)
+		asJSON(t, "decodeAnthropicMessages", raw, decodeAnthropicMessages)
+		asJSON(t, "decodeBlocks", raw, decodeBlocks)
+		asJSON(t, "decodeTextParts", raw, decodeTextParts)
 		if got, ok := jsonStr(raw); ok {
 			var want string
 			if err := json.Unmarshal(raw, &want); err != nil || got != want {
@@ -83,6 +51,23 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 		}
 	})
+}
+
+// asJSON fails t where decode takes raw and reads it otherwise than
+// json.Unmarshal does.
+func asJSON[T any](t *testing.T, name string, raw []byte, decode func([]byte) (T, bool)) {
+	t.Helper()
+	got, ok := decode(raw)
+	if !ok {
+		return
+	}
+	var want T
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatalf("%s took %s, encoding/json refuses it: %v", name, raw, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s(%s)\n got %#v\nwant %#v", name, raw, got, want)
+	}
 }
 
 // TestDecodersTakeTheCommonShape: the fast path is the one taken by the

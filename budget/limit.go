@@ -175,6 +175,11 @@ func (l *Limit) Format(v int64) string {
 // apart (each is one more place a sweeper looks in).
 const MaxShards = 16
 
+// Enforced reports whether l can refuse: not a shadow limit, not a spend
+// meter. Only such a limit decides a request, bounds what fits, or is
+// advertised to clients to pace by.
+func (l *Limit) Enforced() bool { return !l.Shadow && l.Kind != Meter }
+
 // Capacity is the most one bucket can ever grant at once: a Rate limit's
 // burst (Amount when Burst is zero), otherwise Amount.
 func (l *Limit) Capacity() int64 {

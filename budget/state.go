@@ -248,7 +248,7 @@ func Evaluate(debits []Debit, counters []Counters, now time.Time) (Result, error
 		res.Status[i] = s
 		switch {
 		case ok:
-			if !res.Allowed || d.Limit.Shadow || d.Limit.Kind == Meter {
+			if !res.Allowed || !d.Limit.Enforced() {
 				continue // a shadow limit or a meter never decides
 			}
 			if f := fraction(s); f < tightest {

@@ -42,7 +42,7 @@ func (cl *Call) fit(res budget.Result) int64 {
 			return false
 		}
 		for i, l := range cl.limits {
-			if l.Shadow || l.Kind == budget.Meter {
+			if !l.Enforced() {
 				continue
 			}
 			need := a.Of(l.Unit)

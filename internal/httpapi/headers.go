@@ -37,7 +37,7 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 	tightest := -1
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
-		if !enforced(l) {
+		if !l.Enforced() {
 			continue
 		}
 		if len(b) > 0 {
@@ -101,10 +101,6 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 		hs.Set("X-Tollgate-Budget-Reset", value(v+2))
 	}
 }
-
-// enforced says a limit is one the client paces by: not a shadow limit,
-// not a spend meter.
-func enforced(l *budget.Limit) bool { return !l.Shadow && l.Kind != budget.Meter }
 
 // policies are the RateLimit-Policy values of the limit sets seen lately.
 // A set's policy (names, quotas, units, windows) changes only with the
@@ -180,7 +176,7 @@ func newPolicy(limits []budget.Limit, status []budget.Status) *limitPolicy {
 	for i := range limits {
 		l := &limits[i]
 		p.items[i] = itemOf(l, status[i])
-		if !enforced(l) {
+		if !l.Enforced() {
 			p.names[i] = policyName(l) // not advertised: named for a refusal it decided
 			continue
 		}
@@ -202,7 +198,7 @@ func newPolicy(limits []budget.Limit, status []budget.Status) *limitPolicy {
 	}
 	p.value = string(b)
 	for i := range limits {
-		if enforced(&limits[i]) {
+		if limits[i].Enforced() {
 			p.names[i] = p.value[at[i][0]:at[i][1]]
 		}
 	}

@@ -73,15 +73,17 @@ func TestAnthropicMessagesThroughSDK(t *testing.T) {
 		System:    []anthropic.TextBlockParam{{Text: "You are terse."}},
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello, Claude. 你好 🙂"))},
 	}
-	msg, err := c.Messages.New(ctx, params)
+	var resp *http.Response
+	msg, err := c.Messages.New(ctx, params, option.WithResponseInto(&resp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(msg.Content) == 0 || msg.Content[0].Text == "" || msg.Usage.InputTokens == 0 {
 		t.Fatalf("answer %+v", msg)
 	}
+	upstreamHeaders(t, resp.Header, anthropicPassed, anthropicKept)
 
-	stream := c.Messages.NewStreaming(ctx, params)
+	stream := c.Messages.NewStreaming(ctx, params, option.WithResponseInto(&resp))
 	var acc anthropic.Message
 	for stream.Next() {
 		if err := acc.Accumulate(stream.Current()); err != nil {
@@ -94,6 +96,7 @@ func TestAnthropicMessagesThroughSDK(t *testing.T) {
 	if len(acc.Content) == 0 || acc.Usage.OutputTokens == 0 {
 		t.Fatalf("streamed answer %+v", acc)
 	}
+	upstreamHeaders(t, resp.Header, anthropicPassed, anthropicKept)
 
 	u := sim.Stats().Usage[claude]
 	spent, pending := spentNow(t, a)

@@ -47,6 +47,7 @@ func TestChatThroughSDK(t *testing.T) {
 			t.Errorf("allowed response lacks %s", k)
 		}
 	}
+	upstreamHeaders(t, resp.Header, openaiPassed, openaiKept)
 	// The default output cap was written into the forwarded request.
 	body := string(<-h.upBodies)
 	if !strings.Contains(body, `"max_completion_tokens":100`) {
@@ -69,7 +70,8 @@ func TestChatStreamingThroughSDK(t *testing.T) {
 				p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}
 			}
 			c := h.client()
-			stream := c.Chat.Completions.NewStreaming(ctx, p)
+			var resp *http.Response
+			stream := c.Chat.Completions.NewStreaming(ctx, p, option.WithResponseInto(&resp))
 			var text strings.Builder
 			chunks, usageChunks := 0, 0
 			for stream.Next() {
@@ -88,6 +90,7 @@ func TestChatStreamingThroughSDK(t *testing.T) {
 			if chunks < 3 || text.Len() == 0 {
 				t.Fatalf("stream too short: %d chunks, %q", chunks, text.String())
 			}
+			upstreamHeaders(t, resp.Header, openaiPassed, openaiKept)
 			if want := map[bool]int{false: 0, true: 1}[tc.wantUsage]; usageChunks != want {
 				t.Fatalf("usage chunks = %d, want %d", usageChunks, want)
 			}
@@ -254,5 +257,32 @@ func TestResponsesThroughSDK(t *testing.T) {
 		Input: responses.ResponseNewParamsInputUnion{OfString: param.NewOpt("more")}, PreviousResponseID: param.NewOpt(resp.ID)})
 	if e := apiError(t, err); e.StatusCode != 400 || e.Param != "previous_response_id" {
 		t.Fatalf("previous_response_id: %d %s", e.StatusCode, e.Param)
+	}
+}
+
+// The headers the simulated upstream puts on every answer, as the provider
+// does: the request ids are passed on, for support tickets; the account's
+// organisation and rate limits describe the gateway's account, not the
+// client's, and stay at the gateway.
+var (
+	openaiPassed    = []string{"X-Request-Id", "Openai-Version", "Openai-Processing-Ms"}
+	openaiKept      = []string{"Openai-Organization", "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Requests"}
+	anthropicPassed = []string{"Request-Id"}
+	anthropicKept   = []string{"Anthropic-Organization-Id", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Reset"}
+)
+
+// upstreamHeaders checks that an answer relayed from the simulated
+// upstream carries the headers passed and none of those kept.
+func upstreamHeaders(t *testing.T, h http.Header, passed, kept []string) {
+	t.Helper()
+	for _, k := range passed {
+		if h.Get(k) == "" {
+			t.Errorf("the upstream's %s did not reach the client", k)
+		}
+	}
+	for _, k := range kept {
+		if v := h.Get(k); v != "" {
+			t.Errorf("the upstream's %s reached the client: %q", k, v)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,8 +135,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
+	start := time.Now()
 	s.mu.Lock()
 	s.stats.Requests++
+	n := s.stats.Requests
 	s.mu.Unlock()
 	if s.opts.Before != nil {
 		s.opts.Before(r)
@@ -147,7 +150,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	meta(w.Header(), r.URL.Path, n, time.Since(start))
 	s.mux.ServeHTTP(w, r)
+}
+
+// meta sets the headers a provider puts on every answer it serves,
+// whatever the answer holds, as its API reference lists them: OpenAI's
+// request id, organisation, API version, processing time and the
+// account's six rate-limit headers; Anthropic's request id, organisation
+// and rate limits; Bedrock's request id. A gateway passes the request ids
+// on and keeps the account's own headers (its organisation, its limits)
+// from its clients; and a proxy measured against this upstream relays as
+// many headers as it would in front of the real one.
+func meta(h http.Header, path string, n int64, took time.Duration) {
+	switch {
+	case strings.HasPrefix(path, "/model/"): // Bedrock
+		h.Set("X-Amzn-Requestid", fmt.Sprintf("5e1c2a9f-0000-4000-8000-%012x", n))
+	case path == "/v1/messages" || strings.Contains(path, "/publishers/anthropic/"):
+		reset := time.Now().UTC().Add(time.Second).Format(time.RFC3339)
+		h.Set("Request-Id", fmt.Sprintf("req_011CSim%016x", n))
+		h.Set("Anthropic-Organization-Id", "5a0c1e9d-sim0-4a7e-9c1b-3f2d6e8a0b41")
+		for _, l := range []struct{ name, limit, remaining string }{
+			{"requests", "4000", "3999"},
+			{"tokens", "2000000", "1999000"},
+			{"input-tokens", "2000000", "1999000"},
+			{"output-tokens", "400000", "399000"},
+		} {
+			h.Set("Anthropic-Ratelimit-"+l.name+"-Limit", l.limit)
+			h.Set("Anthropic-Ratelimit-"+l.name+"-Remaining", l.remaining)
+			h.Set("Anthropic-Ratelimit-"+l.name+"-Reset", reset)
+		}
+	case strings.HasPrefix(path, "/v1/"): // OpenAI
+		h.Set("X-Request-Id", fmt.Sprintf("req_%032x", n))
+		h.Set("Openai-Organization", "user-simulated")
+		h.Set("Openai-Processing-Ms", strconv.FormatInt(took.Milliseconds(), 10))
+		h.Set("Openai-Version", "2020-10-01")
+		h.Set("X-Ratelimit-Limit-Requests", "10000")
+		h.Set("X-Ratelimit-Limit-Tokens", "30000000")
+		h.Set("X-Ratelimit-Remaining-Requests", "9999")
+		h.Set("X-Ratelimit-Remaining-Tokens", "29999000")
+		h.Set("X-Ratelimit-Reset-Requests", "6ms")
+		h.Set("X-Ratelimit-Reset-Tokens", "2ms")
+	}
 }
 
 // Stats returns a copy of the server's counters.

@@ -9,6 +9,9 @@
 #
 #   bench/run.sh            # 10 s per run
 #   DURATION=30 bench/run.sh
+#   MODES=sse CONNS=32 ROUNDS=5 EMBEDDED_ONLY=1 bench/run.sh
+#                           # one cell, bare and embedded back to back five
+#                           # times: the ratio's spread and median on a noisy box
 #
 # Needs wrk (apt-get install wrk) and redis-server. Everything listens on
 # 127.0.0.1 only.
@@ -70,18 +73,33 @@ to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } 
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); go $(go env GOVERSION); $(redis-server --version | cut -d' ' -f1-3); ${DURATION}s per run"
 printf '%-5s %-5s %-16s | %9s %8s %8s %9s %10s | %7s %7s\n' mode conns proxy rps "p50 ms" "p99 ms" "cpu us/r" "redis us/r" "x bare" "x embed"
-for mode in json sse; do
+ratios=""
+for mode in ${MODES:-json sse}; do
   body=$json; [ $mode = sse ] && body=$sse
-  for conns in 1 32; do
-    read -r brps bp50 bp99 bcpu _ <<<"$(run bare $bare_pid $BARE '' "$body" $conns)"
-    read -r erps ep50 ep99 ecpu _ <<<"$(run embedded $tg_pid $TG tg-bench-key "$body" $conns)"
-    read -r xrps xp50 xp99 xcpu xred <<<"$(run redis-exact $tgr_pid $TGR tg-bench-key "$body" $conns)"
-    read -r lrps lp50 lp99 lcpu lred <<<"$(run redis-leased $tgl_pid $TGL tg-bench-key "$body" $conns)"
-    row() { awk -v m=$mode -v c=$conns -v p="$1" -v r="$2" -v a="$3" -v b="$4" -v u="$5" -v d="$6" -v br="$brps" -v er="$erps" 'BEGIN {
-      printf "%-5s %-5s %-16s | %9.0f %8.3f %8.3f %9.1f %10s | %7.2f %7.2f\n", m, c, p, r, a, b, u, d, r/br, r/er }'; }
-    row "bare proxy" "$brps" "$bp50" "$bp99" "$bcpu" "-"
-    row "tollgate embed" "$erps" "$ep50" "$ep99" "$ecpu" "-"
-    row "tollgate redis" "$xrps" "$xp50" "$xp99" "$xcpu" "$xred"
-    row "tollgate leased" "$lrps" "$lp50" "$lp99" "$lcpu" "$lred"
+  for conns in ${CONNS:-1 32}; do
+    for round in $(seq "${ROUNDS:-1}"); do
+      read -r brps bp50 bp99 bcpu _ <<<"$(run bare $bare_pid $BARE '' "$body" $conns)"
+      read -r erps ep50 ep99 ecpu _ <<<"$(run embedded $tg_pid $TG tg-bench-key "$body" $conns)"
+      row() { awk -v m=$mode -v c=$conns -v p="$1" -v r="$2" -v a="$3" -v b="$4" -v u="$5" -v d="$6" -v br="$brps" -v er="$erps" 'BEGIN {
+        printf "%-5s %-5s %-16s | %9.0f %8.3f %8.3f %9.1f %10s | %7.2f %7.2f\n", m, c, p, r, a, b, u, d, r/br, r/er }'; }
+      row "bare proxy" "$brps" "$bp50" "$bp99" "$bcpu" "-"
+      row "tollgate embed" "$erps" "$ep50" "$ep99" "$ecpu" "-"
+      ratios="$ratios $mode/$conns:$(awk -v e="$erps" -v b="$brps" 'BEGIN {printf "%.3f", e/b}')"
+      [ -n "${EMBEDDED_ONLY:-}" ] && continue
+      read -r xrps xp50 xp99 xcpu xred <<<"$(run redis-exact $tgr_pid $TGR tg-bench-key "$body" $conns)"
+      read -r lrps lp50 lp99 lcpu lred <<<"$(run redis-leased $tgl_pid $TGL tg-bench-key "$body" $conns)"
+      row "tollgate redis" "$xrps" "$xp50" "$xp99" "$xcpu" "$xred"
+      row "tollgate leased" "$lrps" "$lp50" "$lp99" "$lcpu" "$lred"
+    done
   done
 done
+# With ROUNDS > 1: each cell's embedded/bare RPS ratios, round by round
+# (each round runs the pair back to back), and their median.
+if [ "${ROUNDS:-1}" -gt 1 ]; then
+  echo "embedded / bare, by round, and the median:"
+  for cell in $(echo $ratios | tr ' ' '\n' | cut -d: -f1 | sort -u); do
+    vals=$(echo $ratios | tr ' ' '\n' | awk -F: -v c="$cell" '$1 == c {print $2}')
+    median=$(echo "$vals" | sort -n | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+    printf '%-8s %s  median %.2f\n' "$cell" "$(echo $vals)" "$median"
+  done
+fi

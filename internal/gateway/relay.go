@@ -13,7 +13,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/convert"
@@ -368,24 +367,27 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 func maxText(p *plan) int { return int(min(p.prep.MaxOutputTokens, 1<<22)) * 16 }
 
 // outputCount counts a stream's output as it passes. A token is at least
-// a byte, so counting starts only once the text could have reached the
-// bound; then each new piece is counted as it passes.
+// a byte, so text is read and counted only once what was counted plus the
+// bytes not counted yet could pass the bound: until then the output has
+// not passed it, whatever the text says.
 type outputCount struct {
-	counter *tokenizer.Counter
+	counter interface{ Count(string) int64 } // the model's tokenizer
 	bound   int64
 	counted int64 // output tokens counted so far, from bytes of text
 	bytes   int
 }
 
 // over reports whether the output so far — the meter's text; truncated:
-// more passed than the text holds — has passed the bound. While the
-// chunks not read yet could not hold enough text, none is read.
+// more passed than the text holds — has passed the bound. While the text
+// not counted yet, a byte a token, could not take the count past the
+// bound, it is neither read (TextBound bounds it unread) nor counted: a
+// stream near its cap is counted every few chunks, not at every chunk.
 func (o *outputCount) over(m outputText) bool {
-	if m.TextBound() < int(o.bound) {
+	if o.counted+int64(m.TextBound()-o.bytes) <= o.bound {
 		return false
 	}
 	text, truncated := m.Text(), m.Truncated()
-	if len(text) < int(o.bound) || len(text) <= o.bytes {
+	if o.counted+int64(len(text)-o.bytes) <= o.bound {
 		return false
 	}
 	o.counted += o.counter.Count(text[o.bytes:])

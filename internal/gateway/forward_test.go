@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -293,5 +294,49 @@ func TestAnUpstreamsRedirectIsNotFollowed(t *testing.T) {
 	}
 	if n := len(f.up.requests()); n != 2 {
 		t.Fatalf("%d requests reached upstreams, want 2 (one per route)", n)
+	}
+}
+
+// A stream that outlives its reservation's lease keeps the reservation:
+// the gateway extends it as events pass, so a sweep finds nothing expired
+// and the request settles at the usage reported.
+func TestLongStreamKeepsItsReservation(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	pr, pw := io.Pipe()
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr, Request: r}, nil
+	})
+	done := make(chan outcome, 1)
+	go func() {
+		done <- f.chat(fullKey, `{"model":"m","stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hello"}]}`)
+	}()
+	// A write returns once the gateway has read it, so by then it has
+	// handled every event before it.
+	send := func(data string) {
+		t.Helper()
+		if _, err := io.WriteString(pw, "data: "+data+"\n\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	word := `{"choices":[{"index":0,"delta":{"content":" word"}}]}`
+	send(word)
+	send(word)
+	// Past a third of the configured lease (10 minutes), and past the
+	// engine's own lease (a minute), which the reservation was made with.
+	f.clock.Advance(4 * time.Minute)
+	send(word) // extends the reservation from now
+	send(word)
+	if n, err := f.store.Sweep(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a sweep mid-stream: %d expired (%v), want none: the reservation was not extended", n, err)
+	}
+	send(`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4,"total_tokens":14}}`)
+	send(`[DONE]`)
+	pw.Close()
+	o := <-done
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if spent, pending := f.spent(); spent != 10+2*4 || pending != 0 {
+		t.Fatalf("spent %d pending %d, want the reported 18 settled", spent, pending)
 	}
 }

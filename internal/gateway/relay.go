@@ -354,7 +354,9 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			}
 			break
 		}
-		lease.keep()
+		if events.Buffered() == 0 {
+			lease.keep() // once a read of the upstream: the clock does not move within one
+		}
 	}
 	if u, ok := meter.Usage(); ok {
 		return u

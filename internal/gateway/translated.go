@@ -125,7 +125,9 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 			flush(w)
 			break
 		}
-		lease.keep()
+		if src.Buffered() == 0 {
+			lease.keep() // once a read of the upstream: the clock does not move within one
+		}
 	}
 	return g.streamUsage(p, usage, stopped, &count, &text)
 }

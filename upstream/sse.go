@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -473,7 +474,9 @@ func (m *StreamMeter) observeAnthropic(data []byte) error {
 // parsed: its generated text is cut out of the bytes by key (see
 // keepStrings). Only a chunk that mentions usage is decoded in full.
 func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
-	data = bytes.TrimSpace(data)
+	if n := len(data); n > 0 && (!plainEnd(data[0]) || !plainEnd(data[n-1])) {
+		data = bytes.TrimSpace(data)
+	}
 	if bytes.Equal(data, []byte("[DONE]")) {
 		m.done = true
 		return false, nil
@@ -529,6 +532,12 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
 	return noElements(choices), nil
 }
+
+// plainEnd reports whether c, a chunk's first or last byte, is one
+// bytes.TrimSpace keeps as it is: ASCII, and not a space or a control
+// character. A chunk's JSON starts and ends with such a byte; checking
+// that is cheaper than the trim.
+func plainEnd(c byte) bool { return c > ' ' && c < utf8.RuneSelf }
 
 // usageNullByTail says a chunk holds no usage from the chunks read before
 // it: its head (headSkip) is the last one's and has no usage key, it was

@@ -18,6 +18,7 @@
 #
 #   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
 #   ROWS="bare embedded" bench/gateway-callgrind.sh   # some rows only
+#   (embedded-all-headers and embedded-all-headers-sse: server.limit_headers: all)
 #   KEEP=/tmp/cg bench/gateway-callgrind.sh           # keep each row's profile there
 #   MAX_TOKENS=256 bench/gateway-callgrind.sh         # a cap above the 50-token reply
 #
@@ -34,6 +35,9 @@ redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir "$di
 redis_store() { printf 'store:\n  kind: redis\n  redis:\n    addrs: ["127.0.0.1:%s"]\n    prefix: %s\n%b' $RPORT "$1" "$2"; cat bench/tollgate.yaml; }
 redis_store exact "    exact: true\n" >"$dir/exact.yaml"
 redis_store leased "" >"$dir/leased.yaml"
+# The embedded store with every limit header on allowed responses too
+# (server.limit_headers: all): the X- duplicates' cost, side by side.
+{ printf 'server:\n  limit_headers: all\n'; cat bench/tollgate.yaml; } >"$dir/all-headers.yaml"
 "$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 >/dev/null &
 body() { printf '{"model":"%s",%s"max_tokens":'"${MAX_TOKENS:-50}"',"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1" "${2:-}"; }
 json=$(body gpt-4o-mini)
@@ -94,15 +98,17 @@ count() {
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
 printf '%-22s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
 bare="" bare_ngc="" bare_sse="" bare_sse_ngc=""
-for p in ${ROWS:-bare embedded redis-leased redis-exact translated bare-sse embedded-sse}; do
+for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact translated bare-sse embedded-sse embedded-all-headers-sse}; do
   json=$(body gpt-4o-mini)
   case $p in
     bare) r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
     embedded) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    embedded-all-headers) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/all-headers.yaml") ;;
     # The same request streamed: 27 chunks of text, one of usage and
     # [DONE]. Its rows compare with bare-sse.
     bare-sse) json=$(body gpt-4o-mini '"stream":true,') r=$(count $p "" "$dir/bareproxy" --listen $PX --upstream http://$UP) ;;
     embedded-sse) json=$(body gpt-4o-mini '"stream":true,') r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    embedded-all-headers-sse) json=$(body gpt-4o-mini '"stream":true,') r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/all-headers.yaml") ;;
     redis-leased) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/leased.yaml") ;;
     redis-exact) r=$(count $p tg-bench-key "$dir/tollgate" serve --config "$dir/exact.yaml") ;;
     # An OpenAI chat request for Claude, embedded store: translated to

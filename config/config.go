@@ -131,7 +131,24 @@ type Server struct {
 	// hundred requests and cost a tenth of a request's instructions. The
 	// GOGC environment variable, where set, wins.
 	GCPercent int `yaml:"gc_percent"`
+	// LimitHeaders is what an allowed response says of the limits:
+	// LimitHeadersStandard (the default) sends RateLimit-Policy and
+	// RateLimit (IETF httpapi draft), which hold every limit's quota,
+	// remaining and reset; LimitHeadersAll adds the X- duplicates of the
+	// deciding limit (X-RateLimit-*) and of the tightest dollar budget
+	// (X-Tollgate-Budget-*). A refusal carries them all either way. The
+	// eight duplicates were an eighth of an allowed request's CPU: net/http
+	// sorts, escapes and writes every header, and a response past fourteen
+	// of them has its header map regrown (BENCHMARKS.md, sixth session on
+	// issue 17).
+	LimitHeaders string `yaml:"limit_headers"`
 }
+
+// The values of Server.LimitHeaders.
+const (
+	LimitHeadersStandard = "standard"
+	LimitHeadersAll      = "all"
+)
 
 // Tracing is OpenTelemetry tracing: one span per request with a child per
 // step (auth, estimate, reserve, queue, upstream, settle), exported over

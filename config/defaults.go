@@ -48,6 +48,9 @@ func (c *Config) SetDefaults() {
 	if srv.GCPercent == 0 {
 		srv.GCPercent = 400
 	}
+	if srv.LimitHeaders == "" {
+		srv.LimitHeaders = LimitHeadersStandard
+	}
 	if srv.MaxConnections == 0 {
 		srv.MaxConnections = 4096
 	}

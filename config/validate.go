@@ -46,6 +46,9 @@ func (c *Config) validate(v *validator) {
 	if c.Server.GCPercent < -1 {
 		v.addf("server.gc_percent", "must be -1 (collector off) or a percentage above 0, not %d", c.Server.GCPercent)
 	}
+	if h := c.Server.LimitHeaders; h != "" && h != LimitHeadersStandard && h != LimitHeadersAll {
+		v.addf("server.limit_headers", "must be %q or %q, not %q", LimitHeadersStandard, LimitHeadersAll, h)
+	}
 	if c.MaxBodyBytes < 1024 {
 		v.addf("max_body_bytes", "must be at least 1024")
 	}

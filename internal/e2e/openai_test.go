@@ -42,9 +42,16 @@ func TestChatThroughSDK(t *testing.T) {
 	if spent, pending := h.spent(teamMonth); spent != want || pending != 0 {
 		t.Fatalf("spent %d pending %d, want %d µ$ settled from the reported usage", spent, pending, want)
 	}
-	for _, k := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Remaining", "X-Tollgate-Budget-Remaining-Usd", "X-Tollgate-Request-Id"} {
+	// The IETF pair holds every limit; the X- duplicates are for
+	// refusals, and for allowed responses where limit_headers is all.
+	for _, k := range []string{"RateLimit", "RateLimit-Policy", "X-Tollgate-Request-Id", "X-Tollgate-Upstream"} {
 		if resp.Header.Get(k) == "" {
-			t.Errorf("allowed response lacks %s", k)
+			t.Errorf("allowed response lacks %s: %v", k, resp.Header)
+		}
+	}
+	for _, k := range []string{"X-RateLimit-Remaining", "X-Tollgate-Budget-Remaining-Usd"} {
+		if v := resp.Header.Get(k); v != "" {
+			t.Errorf("allowed response carries %s: %q, by default", k, v)
 		}
 	}
 	upstreamHeaders(t, resp.Header, openaiPassed, openaiKept)
@@ -52,6 +59,27 @@ func TestChatThroughSDK(t *testing.T) {
 	body := string(<-h.upBodies)
 	if !strings.Contains(body, `"max_completion_tokens":100`) {
 		t.Errorf("forwarded body lacks the default cap: %s", body)
+	}
+}
+
+// With server.limit_headers: all, an allowed response carries the X-
+// duplicates too: the deciding limit's and the tightest dollar budget's,
+// in units a client reads without parsing a structured field.
+func TestAllLimitHeadersOnAllowedResponses(t *testing.T) {
+	h := startWith(t, setup{teamLimits: monthlyTen, topExtra: "server:\n  limit_headers: all\n"})
+	var resp *http.Response
+	c := h.client()
+	if _, err := c.Chat.Completions.New(ctx, chatParams("test-model", "Hello there"), option.WithResponseInto(&resp)); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"X-RateLimit-Policy": "team-usd-month", "X-RateLimit-Limit": "10000000",
+		"X-Tollgate-Budget-Policy": "team-usd-month", "X-Tollgate-Budget-Limit-Usd": "10.000000"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if r, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Remaining"), 10, 64); err != nil || r <= 0 || r >= 10_000_000 {
+		t.Errorf("X-RateLimit-Remaining = %q, want what is left of $10 after a request", resp.Header.Get("X-RateLimit-Remaining"))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/upstream"
@@ -67,7 +68,7 @@ func (s *Server) serve(c echo.Context, cl *gateway.Call, admitErr error) error {
 		return admitErr
 	}
 	h := c.Response().Header()
-	writeLimitHeaders(h, cl.Limits(), cl.Reserved())
+	writeLimitHeaders(h, cl.Limits(), cl.Reserved(), settingsOf(c).Config().Server.LimitHeaders == config.LimitHeadersAll)
 	if k := cl.Clamped(); k != nil {
 		h.Set("X-Tollgate-Output-Clamped", fmt.Sprintf("%s=%d; requested=%d", k.Field, k.Granted, k.Requested))
 	}

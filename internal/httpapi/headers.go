@@ -20,7 +20,11 @@ import (
 //   - X-RateLimit-Limit/Remaining/Reset for the deciding limit (reset in
 //     seconds from now);
 //   - X-Tollgate-Budget-* for the tightest dollar budget, in dollars.
-func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) {
+//
+// The X- headers duplicate what the IETF pair says: they go out on
+// refusals, and on allowed responses only where duplicates is set
+// (server.limit_headers: all).
+func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result, duplicates bool) {
 	if len(limits) == 0 || len(res.Status) != len(limits) {
 		return
 	}
@@ -55,8 +59,11 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result) 
 		}
 	}
 	end() // RateLimit
+	if res.Allowed && !duplicates {
+		tightest = -1
+	}
 	d := res.Decider
-	decider := d >= 0 && d < len(limits)
+	decider := d >= 0 && d < len(limits) && (!res.Allowed || duplicates)
 	if decider {
 		b = strconv.AppendInt(b, res.Status[d].Capacity, 10)
 		end()

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -40,7 +41,7 @@ func TestLimitHeaders(t *testing.T) {
 		{decider: 1, limit: "5", remain: "0", reset: "30", policy: "key-trial"}, // shadow: not in the IETF pair
 	} {
 		h := http.Header{}
-		writeLimitHeaders(h, limits, budget.Result{Allowed: true, Decider: tc.decider, Status: status})
+		writeLimitHeaders(h, limits, budget.Result{Allowed: true, Decider: tc.decider, Status: status}, true)
 		want := map[string]string{
 			"Ratelimit-Policy":  `"org-usd-month";q=100000000;qu="usd_micros";w=2678400, "team-usd-day";q=10000000;qu="usd_micros";w=86400, "key-rpm";q=60;qu="requests";w=60`,
 			"Ratelimit":         `"org-usd-month";r=90000000;t=144000, "team-usd-day";r=2500000;t=10800, "key-rpm";r=59;t=1`,
@@ -59,6 +60,18 @@ func TestLimitHeaders(t *testing.T) {
 		if len(h) != len(want) {
 			t.Errorf("decider %d: %d headers, want %d: %v", tc.decider, len(h), len(want), h)
 		}
+		// By default an allowed response carries the IETF pair alone; a
+		// refusal carries the X- headers too, by default or not.
+		lean := http.Header{}
+		writeLimitHeaders(lean, limits, budget.Result{Allowed: true, Decider: tc.decider, Status: status}, false)
+		if len(lean) != 2 || lean.Get("Ratelimit") != want["Ratelimit"] || lean.Get("Ratelimit-Policy") != want["Ratelimit-Policy"] {
+			t.Errorf("decider %d, allowed, without duplicates: %v", tc.decider, lean)
+		}
+		refused := http.Header{}
+		writeLimitHeaders(refused, limits, budget.Result{Decider: tc.decider, Status: status}, false)
+		if !maps.EqualFunc(refused, h, slices.Equal) {
+			t.Errorf("decider %d, refused: %v, want %v", tc.decider, refused, h)
+		}
 	}
 }
 
@@ -68,7 +81,7 @@ func TestLimitHeadersPartial(t *testing.T) {
 	usd := budget.Limit{Name: "usd-day", Scope: budget.ScopeTeam, Kind: budget.Ceiling, Unit: budget.Microdollars, Period: budget.Day}
 	rpm := budget.Limit{Name: "rpm", Scope: budget.ScopeKey, Kind: budget.Rate, Unit: budget.Requests, Window: time.Minute}
 	h := http.Header{}
-	writeLimitHeaders(h, []budget.Limit{usd}, budget.Result{Decider: -1, Status: []budget.Status{{Capacity: 3_000_000, Remaining: 1_250_000, ResetAfter: time.Hour}}})
+	writeLimitHeaders(h, []budget.Limit{usd}, budget.Result{Decider: -1, Status: []budget.Status{{Capacity: 3_000_000, Remaining: 1_250_000, ResetAfter: time.Hour}}}, false)
 	for k, v := range map[string]string{"X-Tollgate-Budget-Policy": "team-usd-day", "X-Tollgate-Budget-Limit-Usd": "3.000000",
 		"X-Tollgate-Budget-Remaining-Usd": "1.250000", "X-Tollgate-Budget-Reset": "3600", "X-Ratelimit-Limit": ""} {
 		if got := h.Get(k); got != v {
@@ -76,7 +89,7 @@ func TestLimitHeadersPartial(t *testing.T) {
 		}
 	}
 	h = http.Header{}
-	writeLimitHeaders(h, []budget.Limit{rpm}, budget.Result{Decider: 0, Status: []budget.Status{{Capacity: 60, Remaining: 7, ResetAfter: 9 * time.Second}}})
+	writeLimitHeaders(h, []budget.Limit{rpm}, budget.Result{Decider: 0, Status: []budget.Status{{Capacity: 60, Remaining: 7, ResetAfter: 9 * time.Second}}}, false)
 	for k, v := range map[string]string{"X-Ratelimit-Limit": "60", "X-Ratelimit-Remaining": "7", "X-Ratelimit-Reset": "9",
 		"X-Ratelimit-Policy": "key-rpm", "Ratelimit": `"key-rpm";r=7;t=9`, "X-Tollgate-Budget-Policy": ""} {
 		if got := h.Get(k); got != v {
@@ -88,7 +101,7 @@ func TestLimitHeadersPartial(t *testing.T) {
 	limits := []budget.Limit{usd, rpm, usd, rpm}
 	res := budget.Result{Decider: 1, Status: []budget.Status{{Capacity: 5}, {Capacity: 6}, {Capacity: 7}, {Capacity: 8}}}
 	h = make(http.Header, 16)
-	if n := testing.AllocsPerRun(100, func() { clear(h); writeLimitHeaders(h, limits, res) }); n != 2 {
+	if n := testing.AllocsPerRun(100, func() { clear(h); writeLimitHeaders(h, limits, res, true) }); n != 2 {
 		t.Errorf("%v allocations for the limit headers, want 2", n)
 	}
 }
@@ -132,7 +145,7 @@ func TestPolicyCacheNeverStale(t *testing.T) {
 				}
 				d := rng.IntN(len(s.limits))
 				h := http.Header{}
-				writeLimitHeaders(h, s.limits, budget.Result{Decider: d, Status: status})
+				writeLimitHeaders(h, s.limits, budget.Result{Decider: d, Status: status}, true)
 				fresh := newPolicy(s.limits, status)
 				if got := h.Get("Ratelimit-Policy"); got != fresh.value {
 					errs <- fmt.Sprintf("%v %v: policy %q, made afresh %q", s.limits, status, got, fresh.value)

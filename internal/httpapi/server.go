@@ -226,7 +226,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		h.Set("X-Should-Retry", "true")
 	}
 	if r.limits != nil {
-		writeLimitHeaders(h, r.limits, *r.result)
+		writeLimitHeaders(h, r.limits, *r.result, true)
 	}
 	if r.status >= 500 {
 		s.log.Warn("refused", "status", r.status, "code", r.body.Code)

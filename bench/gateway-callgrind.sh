@@ -96,7 +96,7 @@ count() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM"
-printf '%-22s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
+printf '%-26s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
 bare="" bare_ngc="" bare_sse="" bare_sse_ngc=""
 for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact translated bare-sse embedded-sse embedded-all-headers-sse}; do
   json=$(body gpt-4o-mini)
@@ -124,5 +124,5 @@ for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact tra
     base=$bare base_ngc=$bare_ngc
   fi
   awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$base" -v ngc="$ngc" -v bngc="$base_ngc" 'BEGIN {
-    printf "%-22s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc }'
+    printf "%-26s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc }'
 done

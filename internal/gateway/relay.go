@@ -354,9 +354,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			}
 			break
 		}
-		if events.Buffered() == 0 {
-			lease.keep() // once a read of the upstream: the clock does not move within one
-		}
+		lease.keep(events.Buffered() == 0)
 	}
 	if u, ok := meter.Usage(); ok {
 		return u
@@ -418,17 +416,26 @@ func (o *outputCount) final(text string, truncated bool) int64 {
 // leaseKeeper renews a streaming request's reservation every third of its
 // lease, while the stream lasts.
 type leaseKeeper struct {
-	g    *Gateway
-	ctx  context.Context
-	cl   *Call
-	last time.Time
+	g      *Gateway
+	ctx    context.Context
+	cl     *Call
+	last   time.Time
+	events int
 }
 
 func (g *Gateway) leaseKeeper(ctx context.Context, cl *Call) *leaseKeeper {
 	return &leaseKeeper{g: g, ctx: ctx, cl: cl, last: g.now()}
 }
 
-func (k *leaseKeeper) keep() {
+// keep runs after every event; drained says the events the last read of
+// the upstream brought are all handled. It reads the clock only then, or
+// at every 64th event: the events of one read are handled within
+// microseconds, and a stream whose reads never drain is looked after all
+// the same.
+func (k *leaseKeeper) keep(drained bool) {
+	if k.events++; !drained && k.events%64 != 0 {
+		return
+	}
 	if k.g.now().Sub(k.last) <= k.cl.settings.lease/3 {
 		return
 	}

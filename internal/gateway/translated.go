@@ -125,9 +125,7 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 			flush(w)
 			break
 		}
-		if src.Buffered() == 0 {
-			lease.keep() // once a read of the upstream: the clock does not move within one
-		}
+		lease.keep(src.Buffered() == 0)
 	}
 	return g.streamUsage(p, usage, stopped, &count, &text)
 }

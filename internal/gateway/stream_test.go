@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
@@ -113,3 +116,25 @@ func TestOutputCountCutsWhereEveryChunkCountedWould(t *testing.T) {
 type byteCounter struct{}
 
 func (byteCounter) Count(s string) int64 { return int64(len(s)) }
+
+// The lease keeper reads the clock when a read's events are all handled,
+// and at every 64th event of reads that never drain: a third of the lease
+// past, either one renews it.
+func TestLeaseKeeperLooksOnDrainAndEvery64Events(t *testing.T) {
+	clock := testkit.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	g := &Gateway{now: clock.Now}
+	k := g.leaseKeeper(context.Background(), &Call{settings: &Settings{lease: 3 * time.Minute}})
+	clock.Advance(2 * time.Minute)
+	for i := 1; i < 64; i++ {
+		if k.keep(false); !k.last.Equal(clock.Now().Add(-2 * time.Minute)) {
+			t.Fatalf("event %d, the read not drained: the lease was looked at", i)
+		}
+	}
+	if k.keep(false); !k.last.Equal(clock.Now()) {
+		t.Fatal("the 64th event did not look at the lease")
+	}
+	clock.Advance(2 * time.Minute)
+	if k.keep(true); !k.last.Equal(clock.Now()) {
+		t.Fatal("a drained read did not look at the lease")
+	}
+}

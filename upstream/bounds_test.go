@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,5 +150,31 @@ func TestAnthropicToolsAddTheirPrompt(t *testing.T) {
 	}
 	if b.InputTokens-a.InputTokens < 346+245 {
 		t.Fatalf("a bash tool adds %d input tokens, below Anthropic's 346 + 245", b.InputTokens-a.InputTokens)
+	}
+}
+
+// A key sent twice is forwarded once, with its last value, in its last
+// place; the keys the gateway adds come after the client's. The same
+// whether the body has a few members (compared pairwise) or many (indexed).
+func TestForwardedBodyKeepsTheLastOfARepeatedKey(t *testing.T) {
+	t.Parallel()
+	m := model(t, "o200k_base")
+	for _, filler := range []int{0, 3, 14, 15, 16, 40} {
+		var extra strings.Builder
+		var want strings.Builder
+		for i := range filler {
+			fmt.Fprintf(&extra, `"x%d":%d,`, i, i)
+		}
+		body := `{"model":"m","user":"a",` + extra.String() + `"stream":true,"user":"b","messages":[{"role":"user","content":"hi"}],"model":"m"}`
+		want.WriteString(`{` + extra.String() + `"stream":true,"user":"b","messages":[{"role":"user","content":"hi"}],"model":"m",`)
+		p, err := prepare(t, m, upstream.Chat, body)
+		if err != nil {
+			t.Fatalf("%d fillers: %v", filler, err)
+		}
+		got := string(p.Body)
+		if !strings.HasPrefix(got, want.String()) || strings.Count(got, `"user":`) != 1 || strings.Count(got, `"model":`) != 1 ||
+			!strings.Contains(got, `"stream_options":{"include_usage":true}`) {
+			t.Errorf("%d fillers: forwarded %s", filler, got)
+		}
 	}
 }

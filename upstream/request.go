@@ -386,15 +386,43 @@ func (r *Request) body() []byte {
 	if !r.changed {
 		return r.raw
 	}
-	last := make(map[string]int, len(r.members))
-	for i, m := range r.members {
-		last[m.key] = i
+	// A key sent twice goes once, where it was last. A body's few members
+	// are compared pairwise; a map indexes many.
+	var last map[string]int
+	if len(r.members) > 16 {
+		last = make(map[string]int, len(r.members))
+		for i, m := range r.members {
+			last[m.key] = i
+		}
+	}
+	isLast := func(i int) bool {
+		if last != nil {
+			return last[r.members[i].key] == i
+		}
+		for _, m := range r.members[i+1:] {
+			if m.key == r.members[i].key {
+				return false
+			}
+		}
+		return true
+	}
+	sent := func(key string) bool {
+		if last != nil {
+			_, ok := last[key]
+			return ok
+		}
+		for _, m := range r.members {
+			if m.key == key {
+				return true
+			}
+		}
+		return false
 	}
 	b := make([]byte, 0, len(r.raw)+64)
 	b = append(b, '{')
 	for i, m := range r.members {
 		v, ok := r.fields.get(m.key)
-		if !ok || last[m.key] != i {
+		if !ok || !isLast(i) {
 			continue
 		}
 		if len(b) > 1 {
@@ -406,7 +434,7 @@ func (r *Request) body() []byte {
 	}
 	var added []fieldEntry
 	for _, f := range r.fields {
-		if _, ok := last[f.key]; !ok {
+		if !sent(f.key) {
 			added = append(added, f)
 		}
 	}
@@ -545,11 +573,16 @@ func (r *Request) positiveInt(key string, maxValue int64) (v int64, set bool, er
 }
 
 func (r *Request) askUsage(p *Prepared) error {
+	raw, ok := r.fields.get("stream_options")
+	if !ok || isNull(raw) {
+		// The common request: no options of its own. What encode makes
+		// of {include_usage: true}, without a map and an encoder.
+		r.set("stream_options", json.RawMessage(`{"include_usage":true}`))
+		return nil
+	}
 	opts := map[string]json.RawMessage{}
-	if raw, ok := r.fields.get("stream_options"); ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &opts); err != nil {
-			return badRequest("stream_options", "must be an object")
-		}
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return badRequest("stream_options", "must be an object")
 	}
 	if raw, ok := opts["include_usage"]; ok {
 		if err := json.Unmarshal(raw, &p.ClientWantsUsage); err != nil {

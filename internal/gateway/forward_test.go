@@ -68,6 +68,12 @@ func TestStreamIsSettledFromItsUsageChunk(t *testing.T) {
 	if body := o.resp.Body.String(); !strings.Contains(body, `"hi"`) || strings.Contains(body, "usage") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("relayed %q", body)
 	}
+	// Headers that keep a stream flowing through proxies and caches.
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := o.resp.Header().Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
 	if spent, _ := f.spent(); spent != 10+2*7 {
 		t.Fatalf("spent %d, want 24", spent)
 	}

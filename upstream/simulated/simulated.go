@@ -180,6 +180,7 @@ func meta(h http.Header, path string, n int64, took time.Duration) {
 			h.Set("Anthropic-Ratelimit-"+l.name+"-Remaining", l.remaining)
 			h.Set("Anthropic-Ratelimit-"+l.name+"-Reset", reset)
 		}
+	case strings.HasPrefix(path, "/v1/projects/"): // Vertex AI's Gemini: none of these
 	case strings.HasPrefix(path, "/v1/"): // OpenAI
 		h.Set("X-Request-Id", fmt.Sprintf("req_%032x", n))
 		h.Set("Openai-Organization", "user-simulated")

@@ -64,3 +64,36 @@ func TestChunksAsOpenAIWritesThem(t *testing.T) {
 		}
 	}
 }
+
+// Every answer carries its own provider's headers, whatever it holds, and
+// none of another provider's.
+func TestAnswersCarryTheirProvidersHeaders(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openai := []string{"X-Request-Id", "Openai-Organization", "Openai-Version", "X-Ratelimit-Remaining-Tokens"}
+	anthropic := []string{"Request-Id", "Anthropic-Organization-Id", "Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Output-Tokens-Reset"}
+	for _, tc := range []struct {
+		path, body    string
+		want, notWant []string
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, openai, anthropic},
+		{"/v1/chat/completions", `{"model":"m"}`, openai, anthropic}, // refused: the headers all the same
+		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, anthropic, openai},
+		{"/v1/projects/p/locations/l/publishers/google/models/g:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, nil, append(openai, anthropic...)},
+	} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body)))
+		for _, k := range tc.want {
+			if rec.Header().Get(k) == "" {
+				t.Errorf("%s %s (%d): no %s", tc.path, tc.body, rec.Code, k)
+			}
+		}
+		for _, k := range tc.notWant {
+			if v := rec.Header().Get(k); v != "" {
+				t.Errorf("%s (%d): %s = %q", tc.path, rec.Code, k, v)
+			}
+		}
+	}
+}

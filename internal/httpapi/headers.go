@@ -38,6 +38,9 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result, 
 	var cut [7]int
 	n := 0
 	end := func() { cut[n], n = len(b), n+1 }
+	// The X- duplicates: on every refusal, on an allowed response where
+	// asked for.
+	dups := duplicates || !res.Allowed
 	tightest := -1
 	for i := range limits {
 		l, s := &limits[i], res.Status[i]
@@ -53,17 +56,14 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result, 
 		b = strconv.AppendInt(b, s.Remaining, 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, seconds(s.ResetAfter), 10)
-		if l.Kind == budget.Ceiling && l.Unit == budget.Microdollars &&
+		if dups && l.Kind == budget.Ceiling && l.Unit == budget.Microdollars &&
 			(tightest < 0 || s.Remaining < res.Status[tightest].Remaining) {
 			tightest = i
 		}
 	}
 	end() // RateLimit
-	if res.Allowed && !duplicates {
-		tightest = -1
-	}
 	d := res.Decider
-	decider := d >= 0 && d < len(limits) && (!res.Allowed || duplicates)
+	decider := dups && d >= 0 && d < len(limits)
 	if decider {
 		b = strconv.AppendInt(b, res.Status[d].Capacity, 10)
 		end()

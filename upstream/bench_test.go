@@ -88,10 +88,7 @@ func BenchmarkStreamMeter(b *testing.B) {
 			if _, err := meter.Observe(c); err != nil {
 				b.Fatal(err)
 			}
-			if meter.TextBound() < bound {
-				continue
-			}
-			if text := meter.Text(); len(text) >= bound && len(text) > read {
+			if text := meter.Text(); counted+int64(len(text)-read) > bound {
 				counted += m.Counter.Count(text[read:])
 				read = len(text)
 			}

@@ -193,13 +193,6 @@ type StreamMeter struct {
 	text      []byte // Text's bytes: kept, never rewritten, until Release
 	maxText   int
 	truncated bool
-	// pending are chunks whose text is not read yet, one after another,
-	// each ending at its held.end: their text is read only when asked
-	// for (Text), which a stream that reports its usage and stays within
-	// its bound never is. pendingText bounds their text.
-	pending     []byte
-	held        []heldChunk
-	pendingText int
 	// head is the last plain chunk's bytes up to the opening quote of its
 	// first text key (scanPlain); headUsage says usage" is in it.
 	head      []byte
@@ -211,50 +204,22 @@ type StreamMeter struct {
 	tailNoUsage bool
 }
 
-// heldChunk is where a held chunk ends in pending, where its text can
-// begin (headSkip), and, for a chunk read as far as its tail
-// (readFirstValue), what that read found.
-type heldChunk struct {
-	end, skip int
-	first     firstValue
-}
-
-// hold keeps data, a chunk, for its text to be read when asked for. first
-// is what readFirstValue found in it.
-func (m *StreamMeter) hold(data []byte, skip int, first firstValue) {
-	m.pending = append(m.pending, data...)
-	if skip == 0 && bytes.IndexByte(data, '\\') < 0 {
-		// A chunk of another layout: its head, found by a scan that
-		// keeps nothing, is what the chunks after it are held against.
-		// The scan starts where the chunk leaves the last head.
-		if skip = m.scanPlain(data, false, m.resume(data), true); skip < 0 {
-			skip = len(data) // no text key at all: nothing to read
-		}
+// read keeps the text of data, a chunk whose text can begin no earlier
+// than skip (headSkip); first is what readFirstValue found in it. A chunk
+// read as far as its tail has its first value kept as it is and only the
+// rest of its last value scanned; a chunk of another layout is scanned
+// from where it leaves the last head (resume), and leaves its own head and
+// tail for the chunks after it.
+func (m *StreamMeter) read(data []byte, skip int, first firstValue) {
+	switch {
+	case first.resume > 0 && bytes.IndexByte(data[first.resume:], '\\') < 0:
+		m.keepBytes(data[first.start+1 : first.end])
+		m.scanPlainAt(data, true, first.resume, plainState{first: skip, firstEnd: first.end, skipped: true})
+	case skip == 0 && bytes.IndexByte(data, '\\') < 0:
+		m.scanPlain(data, true, m.resume(data), true)
+	default:
+		m.keepStringsFrom(data, skip)
 	}
-	m.held = append(m.held, heldChunk{end: len(m.pending), skip: skip, first: first})
-	if first.resume > 0 {
-		// Its text is the first value and what may follow the tail.
-		m.pendingText += first.end - first.start - 1 + len(data) - first.resume
-		return
-	}
-	// Nothing before the head's last quote is text (scanPlain).
-	m.pendingText += len(data) - skip
-}
-
-// readPending reads the text of the chunks kept by hold.
-func (m *StreamMeter) readPending() {
-	from := 0
-	for _, h := range m.held {
-		data := m.pending[from:h.end]
-		if h.first.resume > 0 && bytes.IndexByte(data[h.first.resume:], '\\') < 0 {
-			m.keepBytes(data[h.first.start+1 : h.first.end])
-			m.scanPlainAt(data, true, h.first.resume, plainState{first: h.skip, firstEnd: h.first.end, skipped: true})
-		} else {
-			m.keepStringsFrom(data, h.skip)
-		}
-		from = h.end
-	}
-	m.pending, m.held, m.pendingText = m.pending[:0], m.held[:0], 0
 }
 
 // firstValue is a chunk read as far as the tail it shares with the last
@@ -348,11 +313,6 @@ func (m *StreamMeter) headSkip(data []byte) int {
 	return 0
 }
 
-// TextBound bounds the length of Text from above without reading the
-// chunks not read yet: their text is within their bytes past the head
-// they share with the chunk read before them.
-func (m *StreamMeter) TextBound() int { return len(m.text) + m.pendingText }
-
 // NewStreamMeter returns a meter for an OpenAI stream that keeps at most
 // maxText bytes of output.
 func NewStreamMeter(maxText int) *StreamMeter { return newMeter(StreamMeter{maxText: maxText}) }
@@ -370,7 +330,7 @@ func newMeter(m StreamMeter) *StreamMeter {
 	if p == nil {
 		p = new(StreamMeter)
 	}
-	m.text, m.pending, m.held, m.head, m.tail = p.text[:0], p.pending[:0], p.held[:0], p.head[:0], p.tail[:0]
+	m.text, m.head, m.tail = p.text[:0], p.head[:0], p.tail[:0]
 	*p = m
 	return p
 }
@@ -384,11 +344,7 @@ func (m *StreamMeter) Release() {
 		}
 		return b[:0]
 	}
-	held := m.held[:0]
-	if cap(held) > maxKept/32 {
-		held = nil
-	}
-	*m = StreamMeter{text: keep(m.text), pending: keep(m.pending), head: keep(m.head), tail: keep(m.tail), held: held}
+	*m = StreamMeter{text: keep(m.text), head: keep(m.head), tail: keep(m.tail)}
 	meters.Put(m)
 }
 
@@ -497,10 +453,18 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if skip > 0 && !m.headUsage {
 		from = max(0, skip+1-len(`usage`))
 	}
-	// Held before it is parsed: a malformed chunk's text reached the
+	// Read before it is parsed: a malformed chunk's text reached the
 	// client all the same, and counts.
 	first := m.readFirstValue(data, skip)
-	m.hold(data, skip, first)
+	if first.resume > 0 && !m.headUsage && m.tailNoUsage && closesObject(data[first.resume+1:]) {
+		// The common chunk: the last one's head, its text, the last full
+		// scan's tail (no text key, no usage but a null one), and the
+		// rest of that tail's last string, which closes the chunk — no
+		// key after it, so no text and no usage but the first value.
+		m.keepBytes(data[first.start+1 : first.end])
+		return false, nil
+	}
+	m.read(data, skip, first)
 	if m.usageNullByTail(data, first) || !mayHoldUsage(data[from:]) {
 		return false, nil
 	}
@@ -531,6 +495,22 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	}
 	m.usage, m.hasUsage = u, true // cumulative: the last report wins
 	return noElements(choices), nil
+}
+
+// closesObject reports whether rest, what follows the opening quote of a
+// chunk's last string value, is the rest of that string and the end of
+// the chunk's object: no escape, one quote, then '}'.
+func closesObject(rest []byte) bool {
+	n := len(rest)
+	if n < 2 || rest[n-2] != '"' || rest[n-1] != '}' {
+		return false
+	}
+	for _, c := range rest[:n-2] { // a few bytes: shorter than IndexByte's call
+		if c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // plainEnd reports whether c, a chunk's first or last byte, is one
@@ -642,8 +622,8 @@ func (m *StreamMeter) scanPlain(data []byte, keep bool, from int, resumed bool) 
 
 // plainState is where a scanPlain stands: the first text key's quote,
 // where the first kept value closes, whether the scan skipped a tail, and
-// whether it started where resume left it. readPending starts a scan
-// after a tail that readFirstValue found.
+// whether it started where resume left it. read starts a scan after a
+// tail that readFirstValue found.
 type plainState struct {
 	first, firstEnd  int
 	skipped, resumed bool
@@ -809,14 +789,12 @@ func (m *StreamMeter) Done() bool { return m.done }
 // until Release: it is the meter's own bytes, which later text is appended
 // after, never over.
 func (m *StreamMeter) Text() string {
-	m.readPending()
 	return unsafe.String(unsafe.SliceData(m.text), len(m.text))
 }
 
 // Truncated reports whether more output passed than the meter kept, so its
 // text no longer bounds what was generated.
 func (m *StreamMeter) Truncated() bool {
-	m.readPending()
 	return m.truncated
 }
 

@@ -367,9 +367,9 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 func maxText(p *plan) int { return int(min(p.prep.MaxOutputTokens, 1<<22)) * 16 }
 
 // outputCount counts a stream's output as it passes. A token is at least
-// a byte, so text is read and counted only once what was counted plus the
-// bytes not counted yet could pass the bound: until then the output has
-// not passed it, whatever the text says.
+// a byte, so text is counted only once what was counted plus the bytes
+// not counted yet could pass the bound: until then the output has not
+// passed it, whatever the text says.
 type outputCount struct {
 	counter interface{ Count(string) int64 } // the model's tokenizer
 	bound   int64
@@ -380,28 +380,23 @@ type outputCount struct {
 // over reports whether the output so far — the meter's text; truncated:
 // more passed than the text holds — has passed the bound. While the text
 // not counted yet, a byte a token, could not take the count past the
-// bound, it is neither read (TextBound bounds it unread) nor counted: a
-// stream near its cap is counted every few chunks, not at every chunk.
+// bound, it is not counted: a stream near its cap is counted every few
+// chunks, not at every chunk.
 func (o *outputCount) over(m outputText) bool {
-	if o.counted+int64(m.TextBound()-o.bytes) <= o.bound {
-		return false
-	}
-	text, truncated := m.Text(), m.Truncated()
+	text := m.Text()
 	if o.counted+int64(len(text)-o.bytes) <= o.bound {
 		return false
 	}
 	o.counted += o.counter.Count(text[o.bytes:])
 	o.bytes = len(text)
-	return o.counted > o.bound || truncated
+	return o.counted > o.bound || m.Truncated()
 }
 
 // outputText is a stream's output as outputCount reads it: its text so
-// far, whether more passed than the text holds, and a bound on the text's
-// length that costs less to know than the text.
+// far, and whether more passed than the text holds.
 type outputText interface {
 	Text() string
 	Truncated() bool
-	TextBound() int
 }
 
 // final is the output a stream that reported no usage is charged: what

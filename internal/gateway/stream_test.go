@@ -11,42 +11,27 @@ import (
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
-// streamText is a stream's output as a meter holds it: text read so far,
-// and chunks held unread whose text TextBound bounds loosely (slack bytes
-// a chunk over its text, as a chunk's bytes past its head do).
-type streamText struct {
-	text    string
-	pending []string
-	slack   int
-	reads   int
+// streamText is a stream's output as a meter keeps it: the text of the
+// chunks so far.
+type streamText struct{ text string }
+
+func (s *streamText) add(chunk string) { s.text += chunk }
+func (s *streamText) Text() string     { return s.text }
+func (s *streamText) Truncated() bool  { return false }
+
+// counting counts the calls to a counter.
+type counting struct {
+	counter interface{ Count(string) int64 }
+	calls   int
 }
 
-func (s *streamText) add(chunk string) { s.pending = append(s.pending, chunk) }
-
-func (s *streamText) TextBound() int {
-	n := len(s.text)
-	for _, p := range s.pending {
-		n += len(p) + s.slack
-	}
-	return n
-}
-
-func (s *streamText) Text() string {
-	if len(s.pending) > 0 {
-		s.reads++
-		s.text += strings.Join(s.pending, "")
-		s.pending = s.pending[:0]
-	}
-	return s.text
-}
-
-func (s *streamText) Truncated() bool { return false }
+func (c *counting) Count(s string) int64 { c.calls++; return c.counter.Count(s) }
 
 // The stream is cut at the chunk where its output passes the bound, as
-// when every chunk is counted the moment it passes, however loosely the
-// unread text is bounded; and a stream that stays within its bound is
-// counted only near it. Chunks are words with their leading space, which
-// the tokenizer splits on, so a text counts the same in pieces as whole.
+// when every chunk is counted the moment it passes; and a stream that
+// stays within its bound is counted only near it. Chunks are words with
+// their leading space, which the tokenizer splits on, so a text counts
+// the same in pieces as whole.
 func TestOutputCountCutsWhereEveryChunkCountedWould(t *testing.T) {
 	counter, err := tokenizer.Load("o200k_base")
 	if err != nil {
@@ -54,7 +39,7 @@ func TestOutputCountCutsWhereEveryChunkCountedWould(t *testing.T) {
 	}
 	words := []string{" the", " a", " Hamlet", " unimaginable", " 42", " über", " 你好", " ...", " x"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	fewer, reads := 0, 0
+	fewer, counts := 0, 0
 	for trial := range 1000 {
 		// Half the trials count a token a byte, the fewest bytes a token
 		// can have: where the bound is tightest.
@@ -79,37 +64,38 @@ func TestOutputCountCutsWhereEveryChunkCountedWould(t *testing.T) {
 				break
 			}
 		}
-		m := &streamText{slack: max(0, rng.IntN(60)-20)} // a third exact
-		// The gateway's count before: once the unread text could reach
-		// the bound, every chunk read and counted as it passes.
+		// The gateway's count before: once the text could reach the
+		// bound, every chunk counted as it passes.
 		before := 0
-		for i, bound0 := 0, 0; i < len(chunks) && (want < 0 || i <= want); i++ {
-			if bound0 += len(chunks[i]) + m.slack; bound0 >= int(bound) {
+		for i, n := 0, 0; i < len(chunks) && (want < 0 || i <= want); i++ {
+			if n += len(chunks[i]); n >= int(bound) {
 				before++
 			}
 		}
-		reads += before
-		o := outputCount{counter: counter, bound: bound}
+		counts += before
+		c := &counting{counter: counter}
+		o := outputCount{counter: c, bound: bound}
+		m := &streamText{}
 		got := -1
-		for i, c := range chunks {
-			m.add(c)
+		for i, chunk := range chunks {
+			m.add(chunk)
 			if o.over(m) {
 				got = i
 				break
 			}
 		}
 		if got != want {
-			t.Fatalf("trial %d (bound %d, slack %d): cut at chunk %d, counting every chunk cuts at %d", trial, bound, m.slack, got, want)
+			t.Fatalf("trial %d (bound %d): cut at chunk %d, counting every chunk cuts at %d", trial, bound, got, want)
 		}
-		if m.reads > before {
-			t.Fatalf("trial %d: the text was read %d times, more than the %d of reading every chunk near the bound", trial, m.reads, before)
+		if c.calls > before {
+			t.Fatalf("trial %d: the text was counted %d times, more than the %d of counting every chunk near the bound", trial, c.calls, before)
 		}
-		fewer += m.reads
+		fewer += c.calls
 	}
-	if fewer*10 > reads*8 {
-		t.Fatalf("the text was read %d times, counting every chunk near the bound %d: not a fifth fewer", fewer, reads)
+	if fewer*10 > counts*8 {
+		t.Fatalf("the text was counted %d times, counting every chunk near the bound %d: not a fifth fewer", fewer, counts)
 	}
-	t.Logf("the text was read %d times, counting every chunk near the bound %d", fewer, reads)
+	t.Logf("the text was counted %d times, counting every chunk near the bound %d", fewer, counts)
 }
 
 // byteCounter counts a token a byte.

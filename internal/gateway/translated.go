@@ -147,10 +147,9 @@ type keptText struct {
 	truncated bool
 }
 
-// Text, Truncated and TextBound make keptText an outputText.
+// Text and Truncated make keptText an outputText.
 func (k *keptText) Text() string    { return k.String() }
 func (k *keptText) Truncated() bool { return k.truncated }
-func (k *keptText) TextBound() int  { return k.Len() }
 
 func (k *keptText) keep(s string) {
 	if room := k.max - k.Len(); len(s) > room {

@@ -39,7 +39,7 @@ var synopses = map[string]string{
 	"keys revoke":          "keys revoke --org O --id ID",
 	"models":               "models --config FILE | --catalog [--provider P] [--format table|json]",
 	"demo":                 "demo [--listen ADDR] [--data DIR] [--latency D] [--chunk-delay D]",
-	"mock-upstream":        "mock-upstream --listen ADDR [--reply-tokens N] [--latency D] [--chunk-delay D] [--api-key K]",
+	"mock-upstream":        "mock-upstream --listen ADDR [--reply-tokens N] [--latency D] [--chunk-delay D] [--api-key K] [--no-provider-headers]",
 	"report":               "report --month 2026-11 --by team,model [--format table|csv|json]",
 	"statement":            "statement --org O --team T --month 2026-11 [--format csv|html|json]",
 	"ceiling set":          "ceiling set --org O [--team T|--key K] --name BUDGET --amount '$1200'|reset [--for 72h|--until T] [--yes]",

@@ -252,6 +252,7 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	chunkDelay := fs.Duration("chunk-delay", 0, "delay between stream chunks")
 	apiKey := fs.String("api-key", "", "the only bearer token accepted (empty: any)")
 	replyTokens := fs.Int64("reply-tokens", 0, "fixed reply length in tokens (0: 10 to 99, by request)")
+	noHeaders := fs.Bool("no-provider-headers", false, "leave out the request ids, organisation and rate-limit headers the providers send")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func mockUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	opts := demo.UpstreamOptions(cfg)
-	opts.APIKey, opts.Latency, opts.ChunkDelay = *apiKey, *latency, *chunkDelay
+	opts.APIKey, opts.Latency, opts.ChunkDelay, opts.NoProviderHeaders = *apiKey, *latency, *chunkDelay, *noHeaders
 	if n := *replyTokens; n > 0 {
 		opts.ReplyTokens = func(uint64) int64 { return n }
 	}

@@ -51,6 +51,11 @@ type Options struct {
 	// max_tokens only and puts a stream's usage in the last chunk's
 	// x_groq.usage, never in a usage chunk. "" is OpenAI.
 	Dialect string
+	// NoProviderHeaders leaves out the headers a provider puts on every
+	// answer (meta): the answers carry what net/http writes and little
+	// more, as the simulator's did before it sent them — the baseline a
+	// benchmark of an earlier measurement is repeated on.
+	NoProviderHeaders bool
 }
 
 // Fault is a way a stream can go wrong.
@@ -150,7 +155,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	meta(w.Header(), r.URL.Path, n, time.Since(start))
+	if !s.opts.NoProviderHeaders {
+		meta(w.Header(), r.URL.Path, n, time.Since(start))
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -96,4 +96,18 @@ func TestAnswersCarryTheirProvidersHeaders(t *testing.T) {
 			}
 		}
 	}
+	// Without them (NoProviderHeaders), an answer carries none.
+	bare, err := New(Options{NoProviderHeaders: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		rec := httptest.NewRecorder()
+		bare.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)))
+		for _, k := range append(openai, anthropic...) {
+			if v := rec.Header().Get(k); v != "" {
+				t.Errorf("%s without provider headers (%d): %s = %q", path, rec.Code, k, v)
+			}
+		}
+	}
 }

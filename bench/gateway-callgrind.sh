@@ -23,6 +23,12 @@
 #   MAX_TOKENS=256 bench/gateway-callgrind.sh         # a cap above the 50-token reply
 #   PROVIDER_HEADERS=no bench/gateway-callgrind.sh    # answers without the providers' request
 #                       # ids, organisation and rate limits (the simulator before 5a4716a)
+#   CHUNK_DELAY=5ms N=300 WARM=100 ROWS="bare-sse embedded-sse" bench/gateway-callgrind.sh
+#                       # stream chunks 5 ms apart, as a model's tokens come: each
+#                       # arrives alone, one read each. Without a delay, how many
+#                       # chunks one read brings depends on how fast the proxy
+#                       # runs (under valgrind, slowly), and SSE counts move by
+#                       # a few percent from run to run.
 #
 # Needs valgrind, curl and redis-server. Loopback only.
 set -euo pipefail
@@ -40,8 +46,8 @@ redis_store leased "" >"$dir/leased.yaml"
 # The embedded store with every limit header on allowed responses too
 # (server.limit_headers: all): the X- duplicates' cost, side by side.
 { printf 'server:\n  limit_headers: all\n'; cat bench/tollgate.yaml; } >"$dir/all-headers.yaml"
-sim=()
-[ "${PROVIDER_HEADERS:-yes}" = no ] && sim=(--no-provider-headers)
+sim=(--chunk-delay "${CHUNK_DELAY:-0s}")
+[ "${PROVIDER_HEADERS:-yes}" = no ] && sim+=(--no-provider-headers)
 "$dir/tollgate" mock-upstream --listen $UP --reply-tokens 50 "${sim[@]}" >/dev/null &
 body() { printf '{"model":"%s",%s"max_tokens":'"${MAX_TOKENS:-50}"',"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}' "$1" "${2:-}"; }
 json=$(body gpt-4o-mini)
@@ -99,7 +105,7 @@ count() {
     printf "%.0f %d %.0f %.0f %.1f %.0f\n", (busy - idle) / n, n, busy / n, idle / n, s, (busy - bgc - idle + igc) / n }'
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM; provider headers: ${PROVIDER_HEADERS:-yes}"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM; provider headers: ${PROVIDER_HEADERS:-yes}; chunk delay: ${CHUNK_DELAY:-0s}"
 printf '%-26s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
 bare="" bare_ngc="" bare_sse="" bare_sse_ngc=""
 for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact translated bare-sse embedded-sse embedded-all-headers-sse}; do

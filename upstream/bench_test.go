@@ -99,3 +99,35 @@ func BenchmarkStreamMeter(b *testing.B) {
 		meter.Release()
 	}
 }
+
+// BenchmarkStreamMeterChunk is the meter's work on one chunk of a long
+// stream, past its first chunks: the common chunk, with the head and tail
+// of the chunk before it and its own text. One op is one chunk.
+func BenchmarkStreamMeterChunk(b *testing.B) {
+	head := `{"id":"chatcmpl-sim6df58b40bc6da169","object":"chat.completion.chunk","created":1796193993,"model":"gpt-4o-mini","service_tier":"default","system_fingerprint":"fp_simulated","choices":[{"index":0,"delta":{`
+	tail := `},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"`
+	chunks := [][]byte{
+		[]byte(head + `"content":" more will"` + tail + `pA9WC9qMF"}`),
+		[]byte(head + `"content":" all can"` + tail + `SvTwBq43ff1wWm"}`),
+		[]byte(head + `"content":" we was"` + tail + `7bM"}`),
+		[]byte(head + `"content":" an at"` + tail + `nM0S6oL1"}`),
+	}
+	meter := upstream.NewStreamMeter(1 << 30)
+	for _, c := range chunks {
+		_, _ = meter.Observe(c)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := meter.Observe(chunks[i&3]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i&(1<<16-1) == 0 { // the text grows; start again now and then
+			meter.Release()
+			meter = upstream.NewStreamMeter(1 << 30)
+			for _, c := range chunks {
+				_, _ = meter.Observe(c)
+			}
+		}
+	}
+}

@@ -353,13 +353,3 @@ func setSampling(body map[string]any, c *Chat, temperature, topP, stop string) {
 	}
 }
 
-// marshal encodes v without HTML escaping, so text stays byte for byte.
-func marshal(v any) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
-}

@@ -352,4 +352,3 @@ func setSampling(body map[string]any, c *Chat, temperature, topP, stop string) {
 		body[stop] = c.Stop
 	}
 }
-

@@ -214,9 +214,9 @@ func (m *StreamMeter) read(data []byte, skip int, first firstValue) {
 	switch {
 	case first.resume > 0 && bytes.IndexByte(data[first.resume:], '\\') < 0:
 		m.keepBytes(data[first.start+1 : first.end])
-		m.scanPlainAt(data, true, first.resume, plainState{first: skip, firstEnd: first.end, skipped: true})
+		m.scanPlainAt(data, first.resume, plainState{first: skip, firstEnd: first.end, skipped: true})
 	case skip == 0 && bytes.IndexByte(data, '\\') < 0:
-		m.scanPlain(data, true, m.resume(data), true)
+		m.scanPlain(data, m.resume(data), true)
 	default:
 		m.keepStringsFrom(data, skip)
 	}
@@ -556,7 +556,7 @@ func (m *StreamMeter) keepStrings(data []byte) { m.keepStringsFrom(data, m.headS
 func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 	// Before skip is a head scanPlain read: no backslash there.
 	if bytes.IndexByte(data[skip:], '\\') < 0 {
-		m.scanPlain(data, true, skip, false)
+		m.scanPlain(data, skip, false)
 		return
 	}
 	for i := 0; i < len(data); i++ {
@@ -595,10 +595,9 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 // scanPlain is keepStrings for a chunk without a backslash, the common
 // one: every quote then opens or closes a string, so the strings are the
 // pairs of quotes, and the quotes are found eight bytes at a time instead
-// of walking every string byte by byte. It keeps the text only where keep
-// is set; either way it leaves the chunk's head in m.head, and returns
-// where the chunk's text can begin: its first text key's opening quote,
-// or -1 where it has none.
+// of walking every string byte by byte. It leaves the chunk's head in
+// m.head, and returns where the chunk's text can begin: its first text
+// key's opening quote, or -1 where it has none.
 //
 // The chunks of one stream repeat their head ("id", "object", "created",
 // "model", ... "delta") up to the first text key. Where a chunk begins
@@ -616,8 +615,8 @@ func (m *StreamMeter) keepStringsFrom(data []byte, skip int) {
 //
 // resumed says from is not a head's last quote but where resume left the
 // scan: the head is then recorded wherever the first text key is.
-func (m *StreamMeter) scanPlain(data []byte, keep bool, from int, resumed bool) int {
-	return m.scanPlainAt(data, keep, from, plainState{first: -1, firstEnd: -1, resumed: resumed})
+func (m *StreamMeter) scanPlain(data []byte, from int, resumed bool) int {
+	return m.scanPlainAt(data, from, plainState{first: -1, firstEnd: -1, resumed: resumed})
 }
 
 // plainState is where a scanPlain stands: the first text key's quote,
@@ -630,7 +629,7 @@ type plainState struct {
 }
 
 // scanPlainAt is scanPlain from i, in state st.
-func (m *StreamMeter) scanPlainAt(data []byte, keep bool, i int, st plainState) int {
+func (m *StreamMeter) scanPlainAt(data []byte, i int, st plainState) int {
 	from := i
 	// The strings are the pairs of quotes, in order (no escapes:
 	// keepStringsFrom sends those chunks elsewhere). A string followed by
@@ -681,9 +680,6 @@ func (m *StreamMeter) scanPlainAt(data []byte, keep bool, i int, st plainState) 
 			textAfter = true
 		}
 		if v := skipSpace(data, j+1); v < len(data) && data[v] == '"' {
-			if !keep {
-				break // the head is known, and nothing is kept
-			}
 			value = v
 		}
 	}
@@ -696,7 +692,7 @@ func (m *StreamMeter) scanPlainAt(data []byte, keep bool, i int, st plainState) 
 		m.headUsage = bytes.Contains(m.head, []byte(`usage"`))
 		m.tail = m.tail[:0]
 	}
-	if keep && !skipped {
+	if !skipped {
 		m.tail = m.tail[:0]
 		if firstEnd >= 0 && !textAfter && lastValue > firstEnd {
 			m.tail = append(m.tail, data[firstEnd+1:lastValue+1]...)

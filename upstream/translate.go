@@ -64,6 +64,7 @@ func (r *Request) Translate(m *Model, p Provider) (*Prepared, error) {
 	}
 	var c *convert.Chat
 	var err error
+	// r.raw is valid JSON (ParseRequest): the converters do not check again.
 	if cw == convert.OpenAI {
 		c, err = convert.FromOpenAI(r.raw)
 	} else {

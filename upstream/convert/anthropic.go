@@ -13,11 +13,9 @@ import (
 const FormatTool = "json_response"
 
 // FromAnthropic reads a Messages request. Server tools (web search, code
-// execution) and extended thinking are refused on other wires.
+// execution) and extended thinking are refused on other wires. body is
+// JSON the caller has validated, as for FromOpenAI.
 func FromAnthropic(body []byte) (*Chat, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, errorf("", "the body is not JSON")
-	}
 	r := membersOf(gjson.ParseBytes(body))
 	if err := needMessages(r); err != nil {
 		return nil, err

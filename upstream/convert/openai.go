@@ -12,11 +12,10 @@ import (
 // (gjson): a key the gateway does not read is never mistaken for one it
 // does. Parameters that change what is generated or billed and that other
 // wires cannot carry (n > 1, logprobs, audio output, predicted output) are
-// refused; sampling penalties, seeds and metadata are left out.
+// refused; sampling penalties, seeds and metadata are left out. body is
+// JSON the caller has validated (upstream.ParseRequest validates every
+// body before it is translated): it is not validated again here.
 func FromOpenAI(body []byte) (*Chat, error) {
-	if !gjson.ValidBytes(body) {
-		return nil, errorf("", "the body is not JSON")
-	}
 	r := membersOf(gjson.ParseBytes(body))
 	if err := needMessages(r); err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ models:
 	}
 	want := 2*(resp.Usage.PromptTokens-audio) + 40*audio + 10*resp.Usage.CompletionTokens
 	spent, _ := spentNow(t, a)
-	e := settled.all()[0]
+	e := settled.wait(t, 1)[0]
 	if spent != want || int64(e.Cost) != want || e.Cost > e.Reserved {
 		t.Fatalf("spent %d, entry %+v; want %d µ$ (audio at $40, text at $2), within the reservation", spent, e, want)
 	}

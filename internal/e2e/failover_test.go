@@ -77,7 +77,7 @@ aliases:
 			u := sim.Stats().Usage[claude]
 			want := 3*u.PromptTokens + 15*u.CompletionTokens
 			spent, pending := spentNow(t, a)
-			entries := settled.all()
+			entries := settled.wait(t, 1)
 			if spent != want || pending != 0 || len(entries) != 1 || int64(entries[0].Cost) != want || entries[0].ServedModel != claude || entries[0].Model != "smart" {
 				t.Fatalf("spent %d pending %d, entries %+v: want one, at Claude's price (%d µ$)", spent, pending, entries, want)
 			}

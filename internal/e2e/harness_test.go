@@ -259,6 +259,19 @@ func (s *settlements) all() []budget.Entry {
 	return slices.Clone(s.entries)
 }
 
+// wait returns the entries once there are at least n: the ledger is
+// handed an entry after the store has settled it, so a test that saw the
+// spend settled may still be ahead of its entry.
+func (s *settlements) wait(t *testing.T, n int) []budget.Entry {
+	t.Helper()
+	testkit.WaitFor(5*time.Second, func() bool { return len(s.all()) >= n })
+	entries := s.all()
+	if len(entries) < n {
+		t.Fatalf("%d settlements handed to the ledger in 5 s, want %d", len(entries), n)
+	}
+	return entries
+}
+
 // accumulate reads an Anthropic stream to its end into one message.
 func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) (anthropic.Message, error) {
 	t.Helper()

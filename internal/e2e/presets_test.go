@@ -70,7 +70,7 @@ models:
 	if spent != cost || pending != 0 {
 		t.Fatalf("spent %d pending %d, want the reported %d µ$", spent, pending, cost)
 	}
-	for _, e := range settled.all() {
+	for _, e := range settled.wait(t, 6) {
 		if e.Usage.Estimated || e.Cost > e.Reserved {
 			t.Fatalf("entry %s: estimated %v, cost %d of %d reserved", e.Model, e.Usage.Estimated, e.Cost, e.Reserved)
 		}

@@ -19,6 +19,7 @@
 #   bench/gateway-callgrind.sh        # N=1000 after 300 warm-up requests
 #   ROWS="bare embedded" bench/gateway-callgrind.sh   # some rows only
 #   (embedded-all-headers and embedded-all-headers-sse: server.limit_headers: all)
+#   ROWS="bare-sse translated-sse" bench/gateway-callgrind.sh  # a stream from Claude, to OpenAI's wire
 #   KEEP=/tmp/cg bench/gateway-callgrind.sh           # keep each row's profile there
 #   MAX_TOKENS=256 bench/gateway-callgrind.sh         # a cap above the 50-token reply
 #   PROVIDER_HEADERS=no bench/gateway-callgrind.sh    # answers without the providers' request
@@ -124,6 +125,11 @@ for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact tra
     # An OpenAI chat request for Claude, embedded store: translated to
     # Anthropic's Messages and its answer back to OpenAI's format.
     translated) json=$(body claude-sonnet-4-5) r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    # The same streamed: Anthropic's events read and written as OpenAI's
+    # chunks. Not in the default rows (its ratio to bare-sse compares
+    # different streams: Anthropic's events against OpenAI's chunks).
+    translated-sse) json=$(body claude-sonnet-4-5 '"stream":true,') r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
+    *) echo "bench: no row $p" >&2; exit 1 ;;
   esac
   read -r per n busy idle secs ngc <<<"$r"
   if [ "${p%-sse}" != "$p" ]; then

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // stdMarshal is what marshal stands in for: encoding/json without HTML
@@ -51,6 +53,63 @@ func FuzzMarshal(f *testing.F) {
 			if err == nil && !bytes.Equal(got, want) {
 				t.Fatalf("marshal(%#v)\n = %s\nencoding/json: %s", v, got, want)
 			}
+		}
+	})
+}
+
+// FuzzAnthropicTextDelta: where the fast read of a text delta takes an
+// event, the event is valid JSON that gjson reads as a text delta of the
+// same text.
+func FuzzAnthropicTextDelta(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`,
+		`{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":" world, é 你好"}}`,
+		`{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}`,
+		"{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\xff\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		text, ok := anthropicTextDelta(data)
+		if !ok {
+			return
+		}
+		r := gjson.ParseBytes(data)
+		if !gjson.ValidBytes(data) || r.Get("type").String() != "content_block_delta" || r.Get("delta.type").String() != "text_delta" ||
+			r.Get("delta.text").String() != text {
+			t.Fatalf("fast read of %s: %q; gjson: valid %v, %s", data, text, gjson.ValidBytes(data), r.Get("delta"))
+		}
+	})
+}
+
+// FuzzTextChunk: the text chunk written directly is the chunk the general
+// path writes through its maps, byte for byte.
+func FuzzTextChunk(f *testing.F) {
+	f.Add("Hello", "msg_01", "gpt-4o", int64(1796228149))
+	f.Add("a\"b\\c\n\x00\u2028\xff é", "", "m\"odel", int64(-1))
+	f.Fuzz(func(t *testing.T, text, id, model string, created int64) {
+		e := NewEncoder(OpenAI, model, false)
+		e.id, e.created, e.started = id, created, true
+		for range 2 { // the second from the kept tail
+			e.buf.Reset()
+			e.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil})
+			want := bytes.Clone(e.buf.Bytes())
+			e.buf.Reset()
+			e.textChunk(text)
+			if got := e.buf.Bytes(); !bytes.Equal(got, want) {
+				t.Fatalf("text chunk %q\n = %s\nthrough the maps: %s", text, got, want)
+			}
+		}
+		e.id = id + "x" // a stream's id set late: the tail follows it
+		e.buf.Reset()
+		e.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil})
+		want := bytes.Clone(e.buf.Bytes())
+		e.buf.Reset()
+		e.textChunk(text)
+		if got := e.buf.Bytes(); !bytes.Equal(got, want) {
+			t.Fatalf("after the id changed: %s, want %s", got, want)
 		}
 	})
 }

@@ -3,7 +3,9 @@ package convert
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -57,6 +59,11 @@ func (d *Decoder) Decode(name string, data []byte) ([]Event, error) {
 	if len(data) == 0 || bytes.Equal(data, []byte("[DONE]")) {
 		return nil, nil
 	}
+	if d.wire == Anthropic {
+		if text, ok := anthropicTextDelta(data); ok {
+			return d.unwrapFormat([]Event{{Kind: EvText, Text: text}}), nil
+		}
+	}
 	if !gjson.ValidBytes(data) {
 		return nil, fmt.Errorf("convert: a %s stream event is not JSON", d.wire)
 	}
@@ -73,6 +80,41 @@ func (d *Decoder) Decode(name string, data []byte) ([]Event, error) {
 		evs = d.converse(name, r)
 	}
 	return d.unwrapFormat(evs), nil
+}
+
+// anthropicTextDelta reads Anthropic's text delta, most of a stream's
+// events, as Anthropic writes it — {"type":"content_block_delta",
+// "index":N,"delta":{"type":"text_delta","text":"..."}} with text that
+// needs no unescaping — without validating and walking it with gjson
+// once for each of its four fields. ok is false for any other event,
+// spacing or order, which the general path reads.
+func anthropicTextDelta(data []byte) (text string, ok bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`{"type":"content_block_delta","index":`))
+	if !ok {
+		return "", false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 1 && rest[0] == '0' { // JSON has no leading zero
+		return "", false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"delta":{"type":"text_delta","text":"`)); !ok {
+		return "", false
+	}
+	if rest, ok = bytes.CutSuffix(rest, []byte(`"}}`)); !ok {
+		return "", false
+	}
+	for _, c := range rest {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(rest) {
+		return "", false
+	}
+	return string(rest), true
 }
 
 // unwrapFormat turns the forced format tool's arguments into text.
@@ -264,6 +306,10 @@ type Encoder struct {
 	tools        map[int]int // tool call index → Anthropic block index
 	finished     bool        // OpenAI: the finish chunk is out
 	buf          bytes.Buffer
+	// chunkTail is what follows the text in a text chunk (textChunk),
+	// for the stream's id tailID.
+	chunkTail []byte
+	tailID    string
 }
 
 // NewEncoder writes a stream in the client's wire w, for a request of
@@ -346,6 +392,23 @@ func (e *Encoder) chunk(choice map[string]any) {
 		"choices": []any{choice}})
 }
 
+// textChunk writes the chunk of a text delta, most of a stream's, as
+// chunk writes it — the same bytes, keys in encoding/json's order —
+// without building and sorting its three maps: all that follows the text
+// is the same for the whole stream, and written once.
+func (e *Encoder) textChunk(text string) {
+	if e.chunkTail == nil || e.tailID != e.id {
+		t := []byte(`},"finish_reason":null,"index":0}],"created":`)
+		t = strconv.AppendInt(t, e.created, 10)
+		t = appendString(append(t, `,"id":`...), openAIID(e.id))
+		t = appendString(append(t, `,"model":`...), e.model)
+		e.chunkTail, e.tailID = append(t, `,"object":"chat.completion.chunk"}`...), e.id
+	}
+	b := append(e.buf.AvailableBuffer(), `data: {"choices":[{"delta":{"content":`...)
+	b = append(append(appendString(b, text), e.chunkTail...), "\n\n"...)
+	e.buf.Write(b)
+}
+
 func (e *Encoder) openAIRole() {
 	if !e.started {
 		e.started = true
@@ -357,7 +420,7 @@ func (e *Encoder) openAI(ev Event) {
 	e.openAIRole()
 	switch ev.Kind {
 	case EvText:
-		e.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": ev.Text}, "finish_reason": nil})
+		e.textChunk(ev.Text)
 	case EvToolStart:
 		e.chunk(map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{map[string]any{"index": ev.Index, "id": ev.Call.ID,
 			"type": "function", "function": map[string]any{"name": ev.Call.Name, "arguments": ""}}}}, "finish_reason": nil})

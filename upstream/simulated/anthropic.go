@@ -190,8 +190,9 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 	send("ping", map[string]any{"type": "ping"})
 	var sent int64
 	if !s.streamWords(r, m.model, m.text, m.output/2, &sent, func(piece string, _ bool) bool {
-		return send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": " " + piece}})
+		d := textDelta{Type: "content_block_delta"}
+		d.Delta.Type, d.Delta.Text = "text_delta", " "+piece
+		return send("content_block_delta", d)
 	}) {
 		return
 	}
@@ -206,6 +207,19 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 		}
 	}
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// textDelta is a text delta with its fields in the order Anthropic's API
+// writes them ({"type":…,"index":…,"delta":{"type":…,"text":…}}), which a
+// map would sort: a client that reads the common event by its bytes is
+// tested on the bytes it gets.
+type textDelta struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"delta"`
 }
 
 // streamToolUse streams a tool_use block as Anthropic does: the block with

@@ -111,3 +111,20 @@ func TestAnswersCarryTheirProvidersHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A streamed text delta goes out with its fields in Anthropic's order, as
+// the API writes it, not a map's sorted one.
+func TestAnthropicTextDeltaInTheAPIsOrder(t *testing.T) {
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	s.ServeHTTP(rec, req)
+	const want = `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`
+	if !strings.Contains(rec.Body.String(), "event: content_block_delta\n"+want) {
+		t.Fatalf("no text delta written as %s in %d: %s", want, rec.Code, rec.Body.String())
+	}
+}

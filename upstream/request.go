@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/internal/jsonx"
 	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
@@ -387,7 +388,7 @@ func (r *Request) body() []byte {
 		return r.raw
 	}
 	// A key sent twice goes once, where it was last. A body's few members
-	// are compared pairwise; a map indexes many.
+	// are searched pairwise; a map indexes many.
 	var last map[string]int
 	if len(r.members) > 16 {
 		last = make(map[string]int, len(r.members))
@@ -395,34 +396,26 @@ func (r *Request) body() []byte {
 			last[m.key] = i
 		}
 	}
-	isLast := func(i int) bool {
+	// lastAt is where key was sent last, or -1.
+	lastAt := func(key string) int {
 		if last != nil {
-			return last[r.members[i].key] == i
+			if i, ok := last[key]; ok {
+				return i
+			}
+			return -1
 		}
-		for _, m := range r.members[i+1:] {
-			if m.key == r.members[i].key {
-				return false
+		for i := len(r.members) - 1; i >= 0; i-- {
+			if r.members[i].key == key {
+				return i
 			}
 		}
-		return true
-	}
-	sent := func(key string) bool {
-		if last != nil {
-			_, ok := last[key]
-			return ok
-		}
-		for _, m := range r.members {
-			if m.key == key {
-				return true
-			}
-		}
-		return false
+		return -1
 	}
 	b := make([]byte, 0, len(r.raw)+64)
 	b = append(b, '{')
 	for i, m := range r.members {
 		v, ok := r.fields.get(m.key)
-		if !ok || !isLast(i) {
+		if !ok || lastAt(m.key) != i {
 			continue
 		}
 		if len(b) > 1 {
@@ -434,7 +427,7 @@ func (r *Request) body() []byte {
 	}
 	var added []fieldEntry
 	for _, f := range r.fields {
-		if !sent(f.key) {
+		if lastAt(f.key) < 0 {
 			added = append(added, f)
 		}
 	}
@@ -453,15 +446,7 @@ func (r *Request) body() []byte {
 // encode marshals v without HTML escaping, so text inside the forwarded body
 // (and the token count of any JSON the estimate read) stays byte for byte
 // what the client sent.
-func encode(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func encode(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 // capOutput validates or sets the output cap and multiplies it by the
 // number of choices generated.

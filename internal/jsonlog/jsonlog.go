@@ -11,15 +11,14 @@ package jsonlog
 
 import (
 	"context"
-	"encoding/binary"
 	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
-	"unsafe"
+
+	"github.com/tollgate-dev/tollgate/internal/jsonx"
 )
 
 // Handler writes JSON lines. It is safe for concurrent use.
@@ -195,74 +194,5 @@ func (h *Handler) appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
 	return append(b, sec.zone...), true
 }
 
-// appendEscaped appends s escaped as slog's JSON handler escapes strings:
-// `"`, `\` and control characters, U+2028 and U+2029, and bytes that are
-// not UTF-8 (as U+FFFD).
-func appendEscaped(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight plain bytes at a time, then byte by byte to the next one
-		// that is not.
-		for i+8 <= len(s) && !special8(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))) {
-			i += 8
-		}
-		for i < len(s) && plain[s[i]] {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(b, s[start:]...)
-}
-
-// special8 reports whether any byte of x is not plain: a control
-// character, '"', '\\' or a byte of a multi-byte character. (It may say
-// so of a word that has none, never the other way: the byte loop decides.)
-func special8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	return (x-0x20*ones|zero(x^'"'*ones)|zero(x^'\\'*ones)|x)&highs != 0
-}
-
-const hex = "0123456789abcdef"
-
-// plain are the bytes written as they are: ASCII but for control
-// characters, '"' and '\\'.
-var plain = func() (p [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		p[c] = c != '"' && c != '\\'
-	}
-	return p
-}()
+// appendEscaped appends s escaped as slog's JSON handler escapes strings.
+func appendEscaped(b []byte, s string) []byte { return jsonx.AppendEscaped(b, s, jsonx.Slog) }

@@ -2,14 +2,13 @@ package convert
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
-	"unsafe"
+
+	"github.com/tollgate-dev/tollgate/internal/jsonx"
 )
 
 // marshal encodes v as encoding/json does without HTML escaping (text
@@ -50,32 +49,9 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return buf.Bytes(), nil
 	case map[string]any:
-		if v == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '{')
-		for i, k := range sortedKeys(v) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(appendString(b, k), ':')
-			if b, err = appendJSON(b, v[k]); err != nil {
-				return b, err
-			}
-		}
-		return append(b, '}'), nil
+		return appendMap(b, v)
 	case map[string]string:
-		if v == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '{')
-		for i, k := range sortedKeys(v) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(appendString(b, k), ':'), v[k])
-		}
-		return append(b, '}'), nil
+		return appendMap(b, v)
 	case []any:
 		return appendList(b, v)
 	case []map[string]any:
@@ -84,13 +60,8 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		return appendList(b, v)
 	}
 	// Anything else, as encoding/json writes it.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return b, err
-	}
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
+	out, err := jsonx.Marshal(v)
+	return append(b, out...), err
 }
 
 // appendList appends a slice, null where it is nil, as encoding/json does.
@@ -109,6 +80,25 @@ func appendList[T any](b []byte, list []T) ([]byte, error) {
 		}
 	}
 	return append(b, ']'), nil
+}
+
+// appendMap appends a map, its keys sorted, null where it is nil, as
+// encoding/json does.
+func appendMap[V any](b []byte, m map[string]V) ([]byte, error) {
+	if m == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '{')
+	var err error
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendJSON(append(appendString(b, k), ':'), any(m[k])); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -140,68 +130,7 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 }
 
 // appendString writes s quoted as encoding/json does without HTML
-// escaping: '"', '\\' and control characters escaped (\b, \f, \n, \r, \t
-// short), U+2028 and U+2029 too, and each byte that is not UTF-8 as
-// \ufffd. Plain bytes are skipped eight at a time.
+// escaping.
 func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		for i+8 <= len(s) && !special8(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))) {
-			i += 8
-		}
-		for i < len(s) && s[i] >= 0x20 && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
-}
-
-const hex = "0123456789abcdef"
-
-// special8 reports whether a byte of x may need escaping: a control
-// character, '"', '\\' or a byte of a multi-byte character. (It may say
-// so of a word that has none, never the other way: the byte loop
-// decides.)
-func special8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	return (x-0x20*ones|zero(x^'"'*ones)|zero(x^'\\'*ones)|x)&highs != 0
+	return append(jsonx.AppendEscaped(append(b, '"'), s, jsonx.JSON), '"')
 }

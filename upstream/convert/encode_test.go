@@ -7,19 +7,12 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tollgate-dev/tollgate/internal/jsonx"
 )
 
 // stdMarshal is what marshal stands in for: encoding/json without HTML
 // escaping.
-func stdMarshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func stdMarshal(v any) ([]byte, error) { return jsonx.Marshal(v) }
 
 // FuzzMarshal: marshal writes the bytes encoding/json writes, and fails
 // where it fails, for any JSON decoded into interfaces and for the typed
@@ -92,24 +85,20 @@ func FuzzTextChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text, id, model string, created int64) {
 		e := NewEncoder(OpenAI, model, false)
 		e.id, e.created, e.started = id, created, true
-		for range 2 { // the second from the kept tail
+		check := func(when string) {
+			t.Helper()
 			e.buf.Reset()
 			e.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil})
 			want := bytes.Clone(e.buf.Bytes())
 			e.buf.Reset()
 			e.textChunk(text)
 			if got := e.buf.Bytes(); !bytes.Equal(got, want) {
-				t.Fatalf("text chunk %q\n = %s\nthrough the maps: %s", text, got, want)
+				t.Fatalf("text chunk %q %s\n = %s\nthrough the maps: %s", text, when, got, want)
 			}
 		}
+		check("first")
+		check("from the kept tail")
 		e.id = id + "x" // a stream's id set late: the tail follows it
-		e.buf.Reset()
-		e.chunk(map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil})
-		want := bytes.Clone(e.buf.Bytes())
-		e.buf.Reset()
-		e.textChunk(text)
-		if got := e.buf.Bytes(); !bytes.Equal(got, want) {
-			t.Fatalf("after the id changed: %s, want %s", got, want)
-		}
+		check("after the id changed")
 	})
 }

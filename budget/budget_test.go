@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	_ "time/tzdata"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
@@ -180,6 +181,59 @@ func TestPeriodIDIsTheCalendarFormat(t *testing.T) {
 			}
 			if got, want := budget.PeriodID(budget.Month, tm, loc), lt.Format("2006-01"); got != want {
 				t.Fatalf("PeriodID(Month, %v, %v) = %q, want %q", tm, loc, got, want)
+			}
+		}
+	}
+}
+
+// TestPeriodsWalkedInTime: read minute by minute (as requests read them,
+// each span handed out again until it ends), a period's id, start and end
+// are what the calendar says — in zones whose clocks change at midnight
+// too, where time.Date puts a day's midnight on the day before (Bissau,
+// 1 January 1975; Araguaina, 2 November 1985) or after a first midnight
+// of the same date (Tunis, 24 September 1977).
+func TestPeriodsWalkedInTime(t *testing.T) {
+	walks := []struct {
+		zone     string
+		from, to string
+	}{
+		{"America/Santiago", "2011-12-20", "2014-01-01"}, {"Asia/Beirut", "2011-12-20", "2014-01-01"},
+		{"America/Havana", "2011-12-20", "2013-01-01"}, {"Africa/Cairo", "2023-04-20", "2023-11-05"},
+		{"Europe/Berlin", "2012-03-20", "2012-11-01"}, {"Pacific/Apia", "2011-12-25", "2012-01-05"},
+		{"Africa/Bissau", "1974-12-25", "1975-01-05"}, {"Africa/Tunis", "1977-09-20", "1977-10-05"},
+		{"America/Araguaina", "1985-10-28", "1985-11-05"}, {"", "2012-12-25", "2013-01-05"},
+	}
+	for _, w := range walks {
+		var loc *time.Location // nil: UTC
+		if w.zone != "" {
+			var err error
+			if loc, err = time.LoadLocation(w.zone); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := loc
+		if l == nil {
+			l = time.UTC
+		}
+		from, _ := time.Parse(time.DateOnly, w.from)
+		to, _ := time.Parse(time.DateOnly, w.to)
+		for tm := from; tm.Before(to); tm = tm.Add(7*time.Minute + 13*time.Second) {
+			lt := tm.In(l)
+			y, m, d := lt.Date()
+			for _, p := range []budget.Period{budget.Day, budget.Month} {
+				id, start, end := lt.Format("2006-01"), time.Date(y, m, 1, 0, 0, 0, 0, l), time.Date(y, m+1, 1, 0, 0, 0, 0, l)
+				if p == budget.Day {
+					id, start, end = lt.Format("2006-01-02"), time.Date(y, m, d, 0, 0, 0, 0, l), time.Date(y, m, d+1, 0, 0, 0, 0, l)
+				}
+				if got := budget.PeriodID(p, tm, loc); got != id {
+					t.Fatalf("PeriodID(%v, %v, %v) = %q, want %q", p, tm, l, got, id)
+				}
+				if got := budget.PeriodStart(p, tm, loc); !got.Equal(start) {
+					t.Fatalf("PeriodStart(%v, %v, %v) = %v, want %v", p, tm, l, got, start)
+				}
+				if got := budget.PeriodEnd(p, tm, loc); !got.Equal(end) {
+					t.Fatalf("PeriodEnd(%v, %v, %v) = %v, want %v", p, tm, l, got, end)
+				}
 			}
 		}
 	}

@@ -2,13 +2,13 @@ package budget
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/tick"
+	"github.com/tollgate-dev/tollgate/internal/uid"
 )
 
 // DefaultLease is how long a reservation lives without a settlement or a
@@ -84,7 +84,7 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 		}
 		debits[i] = Debit{Limit: l, Amount: amount}
 	}
-	id := rand.Text()
+	id := uid.Text(26)
 	if len(limits) > 0 && limits[0].Partition != "" {
 		id = limits[0].Partition + "/" + id
 	}
@@ -193,7 +193,7 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 		debits[i] = Debit{Limit: l}
 	}
 	SetPeriods(debits, e.now())
-	id := rand.Text()
+	id := uid.Text(26)
 	if len(limits) > 0 && limits[0].Partition != "" {
 		id = limits[0].Partition + "/" + id
 	}

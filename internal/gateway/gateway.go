@@ -13,7 +13,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -29,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/topk"
+	"github.com/tollgate-dev/tollgate/internal/uid"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/queue"
 )
@@ -214,4 +214,4 @@ func (g *Gateway) Drain() { g.settling.drain() }
 func (g *Gateway) Settling() int64 { return g.settling.n.Load() }
 
 // NewID returns a new request id.
-func NewID() string { return rand.Text()[:20] }
+func NewID() string { return uid.Text(20) }

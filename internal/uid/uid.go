@@ -1,0 +1,31 @@
+// Package uid makes the identifiers the gateway hands out per request:
+// the request id and the reservation id.
+//
+// crypto/rand.Text drew them: some 900 instructions each, a call into the
+// kernel's generator behind a lock, twice a request. What they need is to
+// be unique — across the instances sharing a store and across restarts —
+// not to be secret: no one is authorised by knowing one. The runtime's
+// per-thread ChaCha8 generator (math/rand/v2's top-level functions),
+// seeded from the operating system, gives as many random bits as
+// crypto/rand.Text's for a fraction of the cost.
+package uid
+
+import "math/rand/v2"
+
+// alphabet is crypto/rand.Text's: base32 (RFC 4648) upper case.
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+// Text is n random characters of the alphabet, five random bits each.
+// Text(26), crypto/rand.Text's length, holds 130 bits.
+func Text(n int) string {
+	b := make([]byte, n)
+	var w uint64
+	for i := range b {
+		if i%12 == 0 { // 12 characters use 60 of a draw's 64 bits
+			w = rand.Uint64()
+		}
+		b[i] = alphabet[w&31]
+		w >>= 5
+	}
+	return string(b)
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -56,11 +57,20 @@ func (c *urls) request(ctx context.Context, p upstream.Provider, k urlKey, body 
 		}
 		c.mu.Unlock()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
+	// What http.NewRequestWithContext makes of a POST of body, without
+	// its url.Parse of a URL it would be given (some 900 instructions, for
+	// "" too).
 	own := *u.url
-	req.URL, req.Host = &own, u.host
-	return req, nil
+	req := &http.Request{
+		Method: http.MethodPost, URL: &own, Host: u.host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header), ContentLength: int64(len(body)), Body: http.NoBody,
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+	}
+	if len(body) > 0 {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	} else {
+		req.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	}
+	return req.WithContext(ctx), nil
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -10,8 +11,9 @@ import (
 )
 
 // TestURLsRequest: a request built from a parsed-once URL is the one
-// http.NewRequest builds from the provider's URL string — URL, Host,
-// body — for every endpoint, model and streaming flag, and it has its
+// http.NewRequestWithContext builds from the provider's URL string — URL,
+// Host, method, protocol, headers, context, body and GetBody, an empty
+// body too — for every endpoint, model and streaming flag, and it has its
 // own URL: changing one request's does not reach the next.
 func TestURLsRequest(t *testing.T) {
 	for _, pc := range []upstream.ProviderConfig{
@@ -28,22 +30,39 @@ func TestURLsRequest(t *testing.T) {
 				if !p.Serves(k.ep) {
 					continue
 				}
-				want, err := http.NewRequest(http.MethodPost, p.URL(k.ep, k.model, k.stream), nil)
-				if err != nil {
-					t.Fatal(err)
+				for _, body := range []string{`{"a":1}`, ""} {
+					ctx := context.WithValue(context.Background(), urlKey{}, body)
+					want, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL(k.ep, k.model, k.stream), bytes.NewReader([]byte(body)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := c.request(ctx, p, k, []byte(body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.URL.String() != want.URL.String() || got.Host != want.Host || *got.URL != *want.URL {
+						t.Errorf("%s %+v: URL %q host %q, NewRequest's %q %q", pc.Kind, k, got.URL, got.Host, want.URL, want.Host)
+					}
+					if got.Method != want.Method || got.Proto != want.Proto || got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor ||
+						got.Header == nil || len(got.Header) != 0 || got.Context() != ctx || got.ContentLength != want.ContentLength ||
+						(got.Body == http.NoBody) != (want.Body == http.NoBody) {
+						t.Errorf("%s %+v body %q: %+v, NewRequestWithContext's %+v", pc.Kind, k, body, got, want)
+					}
+					for i, r := range []io.ReadCloser{got.Body, must(got.GetBody()), must(got.GetBody())} {
+						if b, _ := io.ReadAll(r); string(b) != body {
+							t.Errorf("%s %+v: body %d reads %q, sent %q", pc.Kind, k, i, b, body)
+						}
+					}
+					got.URL.Path, got.URL.RawQuery = "/changed", "x=1"
 				}
-				got, err := c.request(context.Background(), p, k, []byte(`{"a":1}`))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got.URL.String() != want.URL.String() || got.Host != want.Host || *got.URL != *want.URL {
-					t.Errorf("%s %+v: URL %q host %q, NewRequest's %q %q", pc.Kind, k, got.URL, got.Host, want.URL, want.Host)
-				}
-				if b, _ := io.ReadAll(got.Body); string(b) != `{"a":1}` || got.ContentLength != 7 || got.GetBody == nil {
-					t.Errorf("%s %+v: body %q, length %d", pc.Kind, k, b, got.ContentLength)
-				}
-				got.URL.Path, got.URL.RawQuery = "/changed", "x=1"
 			}
 		}
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -186,8 +186,9 @@ func TestPeriodIDIsTheCalendarFormat(t *testing.T) {
 	}
 }
 
-// TestPeriodsWalkedInTime: read minute by minute (as requests read them,
-// each span handed out again until it ends), a period's id, start and end
+// TestPeriodsWalkedInTime: read every few minutes (as requests read them,
+// each span handed out again until it ends), forward and then back in
+// time, with fractions of a second, a period's id, start and end
 // are what the calendar says — in zones whose clocks change at midnight
 // too, where time.Date puts a day's midnight on the day before (Bissau,
 // 1 January 1975; Araguaina, 2 November 1985) or after a first midnight
@@ -217,7 +218,17 @@ func TestPeriodsWalkedInTime(t *testing.T) {
 		}
 		from, _ := time.Parse(time.DateOnly, w.from)
 		to, _ := time.Parse(time.DateOnly, w.to)
+		var times []time.Time
 		for tm := from; tm.Before(to); tm = tm.Add(7*time.Minute + 13*time.Second) {
+			times = append(times, tm)
+		}
+		for i := range 2 * len(times) { // forward, then back: a clock read on another thread may be earlier
+			var tm time.Time
+			if i < len(times) {
+				tm = times[i]
+			} else {
+				tm = times[2*len(times)-1-i].Add(time.Duration(i%1000) * time.Millisecond)
+			}
 			lt := tm.In(l)
 			y, m, d := lt.Date()
 			for _, p := range []budget.Period{budget.Day, budget.Month} {

@@ -29,10 +29,11 @@ type span struct {
 	loc        *time.Location
 	start, end time.Time
 	id         string
-	// from and to bound the instants the span is handed out for: start
-	// and end, unless time.Date normalised one of them (a midnight a DST
-	// change skips) to an instant of another period's date.
-	from, to time.Time
+	// from and to bound the seconds (unix) the span is handed out for:
+	// start's and end's — periods start on a whole second — unless
+	// time.Date normalised one of them (a midnight a DST change skips) to
+	// an instant of another period's date.
+	from, to int64
 }
 
 // spans are the spans made last, a few (period, location) pairs. Every
@@ -45,7 +46,7 @@ var spans [8]atomic.Pointer[span]
 func spanOf(p Period, t time.Time, loc *time.Location) *span {
 	loc = locOrUTC(loc)
 	slot := &spans[(uintptr(unsafe.Pointer(loc))>>4^uintptr(p))%uintptr(len(spans))]
-	if s := slot.Load(); s != nil && s.p == p && s.loc == loc && !t.Before(s.from) && t.Before(s.to) {
+	if s := slot.Load(); s != nil && s.p == p && s.loc == loc && s.from <= t.Unix() && t.Unix() < s.to {
 		return s
 	}
 	s := newSpan(p, t, loc)
@@ -61,12 +62,12 @@ func newSpan(p Period, t time.Time, loc *time.Location) *span {
 	} else {
 		s.start, s.end = time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
 	}
-	s.from, s.to = s.start, s.end
-	if y, m, d := s.from.In(loc).Date(); s.from.After(t) || periodID(p, y, m, d) != s.id {
-		s.from = t
+	s.from, s.to = s.start.Unix(), s.end.Unix()
+	if y, m, d := s.start.In(loc).Date(); s.start.After(t) || periodID(p, y, m, d) != s.id {
+		s.from = t.Unix() + 1 // from the next second on
 	}
-	if y, m, d := s.to.Add(-1).In(loc).Date(); !s.to.After(t) || periodID(p, y, m, d) != s.id {
-		s.to = t.Add(1)
+	if y, m, d := s.end.Add(-1).In(loc).Date(); !s.end.After(t) || periodID(p, y, m, d) != s.id {
+		s.to = s.from // never again
 	}
 	return s
 }

@@ -18,7 +18,12 @@ const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 // Text is n random characters of the alphabet, five random bits each.
 // Text(26), crypto/rand.Text's length, holds 130 bits.
 func Text(n int) string {
-	b := make([]byte, n)
+	var buf [32]byte
+	b := buf[:0]
+	if n > len(buf) {
+		b = make([]byte, 0, n)
+	}
+	b = b[:n]
 	var w uint64
 	for i := range b {
 		if i%12 == 0 { // 12 characters use 60 of a draw's 64 bits

@@ -55,9 +55,11 @@ type closedReservation struct {
 
 // state is everything a snapshot holds. Access requires Store.mu.
 type state struct {
-	rates    map[string]int64
-	ceilings map[ceilingKey]ceilingUse
-	inflight map[string]int64
+	// The counters requests use (behind pointers the memos keep). An
+	// in-flight count of 0 stays in its map, as 0, until a sweep.
+	rates    map[string]*int64
+	ceilings map[ceilingKey]*ceilingUse
+	inflight map[string]*int64
 	open     map[string]openReservation
 	closed   map[string]closedReservation
 	override map[string]int64               // run-time ceiling overrides by bucket
@@ -65,13 +67,16 @@ type state struct {
 	logs     map[string]map[string][2]int64 // sliding logs: bucket → reservation id → (at µs, amount)
 	claims   map[string]int64               // claims (partition/name) → until (unix µs)
 	counts   map[string]counter             // counters (partition/name)
+
+	rateMemo, inflightMemo memo[int64]
+	ceilingMemo            memo[ceilingUse]
 }
 
 func newState() state {
 	return state{
-		rates:    map[string]int64{},
-		ceilings: map[ceilingKey]ceilingUse{},
-		inflight: map[string]int64{},
+		rates:    map[string]*int64{},
+		ceilings: map[ceilingKey]*ceilingUse{},
+		inflight: map[string]*int64{},
 		open:     map[string]openReservation{},
 		closed:   map[string]closedReservation{},
 		override: map[string]int64{},
@@ -84,16 +89,45 @@ func newState() state {
 
 var _ budget.State = (*state)(nil)
 
-func (s *state) RateTAT(b string) int64       { return s.rates[b] }
-func (s *state) SetRateTAT(b string, t int64) { s.rates[b] = t }
+func (s *state) rate(b string, create bool) *int64 {
+	return cell(s.rates, &s.rateMemo, b, b, "", create)
+}
+
+func (s *state) ceiling(b, p string, create bool) *ceilingUse {
+	return cell(s.ceilings, &s.ceilingMemo, ceilingKey{b, p}, b, p, create)
+}
+
+func (s *state) inFlight(b string, create bool) *int64 {
+	return cell(s.inflight, &s.inflightMemo, b, b, "", create)
+}
+
+func (s *state) RateTAT(b string) int64 {
+	if v := s.rate(b, false); v != nil {
+		return *v
+	}
+	return 0
+}
+
+func (s *state) SetRateTAT(b string, t int64) { *s.rate(b, true) = t }
+
 func (s *state) CeilingUse(b, p string) (int64, int64) {
-	u := s.ceilings[ceilingKey{b, p}]
-	return u.Spent, u.Pending
+	if u := s.ceiling(b, p, false); u != nil {
+		return u.Spent, u.Pending
+	}
+	return 0, 0
 }
+
 func (s *state) SetCeilingUse(b, p string, spent, pending int64) {
-	s.ceilings[ceilingKey{b, p}] = ceilingUse{spent, pending}
+	*s.ceiling(b, p, true) = ceilingUse{spent, pending}
 }
-func (s *state) InFlight(b string) int64 { return s.inflight[b] }
+
+func (s *state) InFlight(b string) int64 {
+	if v := s.inFlight(b, false); v != nil {
+		return *v
+	}
+	return 0
+}
+
 func (s *state) LogEntries(b string, since int64) [][2]int64 {
 	log := s.logs[b]
 	out := make([][2]int64, 0, len(log))
@@ -129,12 +163,12 @@ func (s *state) CeilingOverride(b string, now int64) (int64, bool) {
 	}
 	return v, ok
 }
+// SetInFlight keeps a count of 0 in the map (a sweep drops it): deleting
+// it at the end of every request would make it again at the next.
 func (s *state) SetInFlight(b string, n int64) {
-	if n == 0 {
-		delete(s.inflight, b)
-		return
+	if v := s.inFlight(b, n != 0); v != nil {
+		*v = n
 	}
-	s.inflight[b] = n
 }
 
 // Options configure a Store. The zero value is an in-memory store on the
@@ -291,12 +325,20 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			delete(s.state.closed, id)
 		}
 	}
+	s.state.rateMemo.forget()
 	for b, tat := range s.state.rates {
-		if tat <= nowUs {
+		if *tat <= nowUs {
 			delete(s.state.rates, b) // a full bucket reads the same as a missing one
 		}
 	}
+	s.state.inflightMemo.forget()
+	for b, n := range s.state.inflight {
+		if *n == 0 {
+			delete(s.state.inflight, b)
+		}
+	}
 	s.forgetLapsed(nowUs)
+	s.state.ceilingMemo.forget()
 	for k := range s.state.ceilings {
 		if budget.WindowExpired(k.Period, now) {
 			delete(s.state.ceilings, k) // a rate window no longer read
@@ -368,11 +410,11 @@ func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, 
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u, ok := s.state.ceilings[k]
-	if ok {
-		s.state.ceilings[k] = ceilingUse{0, u.Pending}
+	var spent int64
+	if u := s.state.ceiling(k.Bucket, k.Period, false); u != nil {
+		spent, u.Spent = u.Spent, 0
 	}
-	return k.Period, u.Spent, nil
+	return k.Period, spent, nil
 }
 
 // RaiseSpent implements budget.Admin.
@@ -383,11 +425,10 @@ func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (in
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.state.ceilings[k]
-	if spent > u.Spent {
-		s.state.ceilings[k] = ceilingUse{spent, u.Pending}
-	}
-	return u.Spent, nil
+	u := s.state.ceiling(k.Bucket, k.Period, true)
+	was := u.Spent
+	u.Spent = max(u.Spent, spent)
+	return was, nil
 }
 
 // Spent returns the settled spend of a Ceiling bucket in a period, and what

@@ -51,8 +51,8 @@ func (s *Store) Snapshot() error {
 	f := snapshotFile{
 		Version:  snapshotVersion,
 		Taken:    s.now().UTC(),
-		Rates:    s.state.rates,
-		InFlight: s.state.inflight,
+		Rates:    values(s.state.rates),
+		InFlight: values(s.state.inflight),
 		Open:     s.state.open,
 		Closed:   s.state.closed,
 		Override: s.state.override,
@@ -94,10 +94,10 @@ func (s *Store) load() error {
 	}
 	st := newState()
 	for k, v := range f.Rates {
-		st.rates[k] = v
+		st.rates[k] = &v
 	}
 	for k, v := range f.InFlight {
-		st.inflight[k] = v
+		st.inflight[k] = &v
 	}
 	for k, v := range f.Open {
 		st.open[k] = v
@@ -121,7 +121,7 @@ func (s *Store) load() error {
 		st.counts[k] = v
 	}
 	for _, c := range f.Ceilings {
-		st.ceilings[ceilingKey{c.Bucket, c.Period}] = ceilingUse{c.Spent, c.Pending}
+		st.ceilings[ceilingKey{c.Bucket, c.Period}] = &ceilingUse{c.Spent, c.Pending}
 	}
 	s.mu.Lock()
 	s.state = st
@@ -145,3 +145,15 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, log *slog.Logge
 func (s *Store) Close() error { return s.Snapshot() }
 
 var _ interface{ Close() error } = (*Store)(nil)
+
+// values are the counters of cells that are not 0 (a 0 reads the same as
+// none).
+func values(cells map[string]*int64) map[string]int64 {
+	m := make(map[string]int64, len(cells))
+	for k, v := range cells {
+		if *v != 0 {
+			m[k] = *v
+		}
+	}
+	return m
+}

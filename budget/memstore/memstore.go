@@ -163,6 +163,7 @@ func (s *state) CeilingOverride(b string, now int64) (int64, bool) {
 	}
 	return v, ok
 }
+
 // SetInFlight keeps a count of 0 in the map (a sweep drops it): deleting
 // it at the end of every request would make it again at the next.
 func (s *state) SetInFlight(b string, n int64) {

@@ -17,9 +17,9 @@ import (
 // could be blind to is therefore refused: one that folds to a name the
 // gateway reads at that level, but is not that name.
 type shape struct {
-	names  []string          // names read at this level
-	fields map[string]*shape // the shape of a named field's value
-	each   *shape            // the shape of every element, where the value is an array
+	names []string // names read at this level
+	kids  []*shape // the shape of each name's value, or nil
+	each  *shape   // the shape of every element, where the value is an array
 }
 
 // check walks v against s; path is the parameter name of v, or of the
@@ -66,20 +66,21 @@ func elem(path string, index int) string {
 // index name the object, as check's do.
 func (s *shape) member(k, val jnode, path string, index int) (key string, err error) {
 	key = keyName(k)
-	name, ok := s.name(key)
+	i, ok := s.name(key)
 	if !ok {
-		if name != "" {
+		if i >= 0 {
+			name := s.names[i]
 			param := join(elem(path, index), key)
 			return "", badRequest(param, "%s is not a field name: send %q (servers that match names case-insensitively read %q as %q, which the gateway would not have estimated)", param, name, key, name)
 		}
 		return strings.Clone(key), nil
 	}
-	if child := s.fields[name]; child != nil && (val.isObject() || val.isArray()) {
-		if err := child.check(val, join(elem(path, index), name), -1); err != nil {
+	if kid := s.kids[i]; kid != nil && (val.isObject() || val.isArray()) {
+		if err := kid.check(val, join(elem(path, index), s.names[i]), -1); err != nil {
 			return "", err
 		}
 	}
-	return name, nil
+	return s.names[i], nil
 }
 
 func join(path, key string) string {
@@ -89,28 +90,35 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// name reports whether k is a name s reads (ok), or else the name k folds
-// to, if any.
-func (s *shape) name(k string) (folded string, ok bool) {
-	for _, n := range s.names {
+// name reports whether k is a name s reads (ok: i is its index), or else
+// the index of the name k folds to, if any (else -1).
+func (s *shape) name(k string) (i int, ok bool) {
+	for i, n := range s.names {
 		if n == k {
-			return n, true
+			return i, true
 		}
 	}
-	for _, n := range s.names {
+	for i, n := range s.names {
 		if strings.EqualFold(n, k) {
-			return n, false
+			return i, false
 		}
 	}
-	return "", false
+	return -1, false
 }
 
 // obj is a shape reading names, with the shapes of some of their values.
-func obj(fields map[string]*shape, names ...string) *shape {
-	for k := range fields {
-		names = append(names, k)
+func obj(kids map[string]*shape, names ...string) *shape {
+	s := &shape{names: names, kids: make([]*shape, len(names))}
+	for k, kid := range kids {
+		s.names, s.kids = append(s.names, k), append(s.kids, kid)
 	}
-	return &shape{names: names, fields: fields}
+	return s
+}
+
+// kid sets the shape of name's value.
+func (s *shape) kid(name string, kid *shape) {
+	i, _ := s.name(name)
+	s.kids[i] = kid
 }
 
 // list is the shape of an array of elem (or of a lone elem).
@@ -133,7 +141,7 @@ var (
 		b := obj(map[string]*shape{"source": obj(nil, "type", "media_type", "data", "url"),
 			"cache_control": obj(nil, "type", "ttl"), "content": nil},
 			"type", "text", "name", "input", "thinking", "data")
-		b.fields["content"] = list(b) // a tool result holds blocks
+		b.kid("content", list(b)) // a tool result holds blocks
 		return list(b)
 	}()
 	responsesItemShape = list(obj(map[string]*shape{"content": partShape},

@@ -414,3 +414,28 @@ func TestOwnBudget(t *testing.T) {
 		t.Fatalf("spend %+v, want %d µ$ on test-model", got.Spend, spent)
 	}
 }
+
+// The end user is read from the configured user_header, whatever its case
+// in the config and on the wire, before the body's user field; the
+// ledger entry names them.
+func TestUserHeaderNamesTheEndUser(t *testing.T) {
+	h := startWith(t, setup{teamLimits: monthlyTen, topExtra: "user_header: x-end-user\n"})
+	rec := recordSettlements(h.app)
+	for i, c := range []struct {
+		header map[string]string
+		body   string
+		want   string
+	}{
+		{map[string]string{"x-END-user": "bob"}, `,"user":"carol"`, "bob"},
+		{nil, `,"user":"carol"`, "carol"},
+		{map[string]string{"X-Tollgate-User": "alice"}, "", ""}, // not the configured header
+	} {
+		resp, _ := h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]`+c.body+`}`, c.header)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		if got := rec.wait(t, i+1)[i].User; got != c.want {
+			t.Errorf("request %d (headers %v, body user %q): the ledger names user %q, want %q", i, c.header, c.body, got, c.want)
+		}
+	}
+}

@@ -38,6 +38,7 @@ type Settings struct {
 	authFail   authguard.Policy
 	bypass     *bypass
 	routeCosts map[string]int64
+	userHeader string // config's user_header, canonical
 	// fixed are the parts a reload cannot change (the store, the listener,
 	// the paid routes' prefixes, which are mounted once).
 	fixed string
@@ -45,6 +46,10 @@ type Settings struct {
 
 // Config is the config the settings were derived from.
 func (st *Settings) Config() *config.Config { return st.cfg }
+
+// UserHeader is the header naming a request's end user (the config's
+// user_header), in canonical form.
+func (st *Settings) UserHeader() string { return st.userHeader }
 
 // Trusted are the proxies whose X-Forwarded-For names the client.
 func (st *Settings) Trusted() []netip.Prefix { return st.trusted }
@@ -111,6 +116,7 @@ func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 	}
 	st := &Settings{
 		cfg:           c,
+		userHeader:    http.CanonicalHeaderKey(c.UserHeader),
 		dir:           dir,
 		routes:        map[string]*route{},
 		lease:         c.Lease,

@@ -7,8 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/config"
-	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/upstream"
 )
 
@@ -52,10 +52,10 @@ func (s *Server) paid(name, prefix string) echo.HandlerFunc {
 func (s *Server) request(c echo.Context, route string) gateway.Request {
 	r, st := c.Request(), settingsOf(c)
 	req := gateway.Request{ID: gateway.NewID(), Principal: principalOf(c), Settings: st, Route: route,
-		User: r.Header.Get(st.Config().UserHeader), IP: authguard.ClientIP(r, st.Trusted()),
-		Method: r.Method, Target: r.URL.RequestURI(), Signature: r.Header.Get(SignatureHeader), Header: r.Header}
+		User: httpx.Get(r.Header, st.UserHeader()), IP: clientIP(c, st),
+		Method: r.Method, Target: r.URL.RequestURI(), Signature: httpx.Get(r.Header, SignatureHeader), Header: r.Header}
 	req.Body = func() ([]byte, error) { return readBody(c, st.Config().MaxBodyBytes) }
-	c.Response().Header().Set("X-Tollgate-Request-Id", req.ID)
+	c.Response().Header()["X-Tollgate-Request-Id"] = []string{req.ID} // canonical: Set would canonicalise it again
 	return req
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/policy"
 )
 
@@ -31,7 +32,7 @@ type budgetView struct {
 // resets — nothing about other teams or keys.
 func (s *Server) ownBudget(c echo.Context) error {
 	p := principalOf(c)
-	user := c.Request().Header.Get(settingsOf(c).Config().UserHeader)
+	user := httpx.Get(c.Request().Header, settingsOf(c).UserHeader())
 	var limits []budget.Limit
 	for _, l := range p.Limits(policy.RequestKey{User: user, Route: "/v1/chat/completions"}) {
 		if !l.Shadow && l.Kind != budget.Meter {

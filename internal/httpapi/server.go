@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
+	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream"
@@ -113,8 +114,8 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header
-		key := h.Get("X-Api-Key")
-		if auth := h.Get("Authorization"); auth != "" {
+		key := httpx.Get(h, "X-Api-Key")
+		if auth := httpx.Get(h, "Authorization"); auth != "" {
 			scheme, token, ok := strings.Cut(auth, " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") {
 				return errBadKey
@@ -141,7 +142,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		end(nil)
 		// The whole request uses the settings its key was found in. They
 		// ride on the context itself: echo's Set makes a map per request.
-		return next(&authed{Context: c, principal: p, settings: st})
+		return next(&authed{Context: c, principal: p, settings: st, ip: ip})
 	}
 }
 
@@ -164,6 +165,7 @@ type authed struct {
 	echo.Context
 	principal *policy.Principal
 	settings  *gateway.Settings
+	ip        string // the client's address, as authentication found it
 }
 
 func principalOf(c echo.Context) *policy.Principal {
@@ -171,6 +173,15 @@ func principalOf(c echo.Context) *policy.Principal {
 		return a.principal
 	}
 	return nil
+}
+
+// clientIP is the client's address: as authentication found it, for an
+// authenticated request.
+func clientIP(c echo.Context, st *gateway.Settings) string {
+	if a, ok := c.(*authed); ok {
+		return a.ip
+	}
+	return authguard.ClientIP(c.Request(), st.Trusted())
 }
 
 func settingsOf(c echo.Context) *gateway.Settings {

@@ -31,6 +31,11 @@ func AppendEscaped(b []byte, s string, style Style) []byte {
 		for i+8 <= len(s) && !special8(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))) {
 			i += 8
 		}
+		// The last bytes, fewer than eight, are read as the last eight of
+		// s where s has eight: most strings end plain.
+		if i < len(s) && len(s)-i < 8 && len(s) >= 8 && !special8(binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[len(s)-8:]), 8))) {
+			i = len(s)
+		}
 		for i < len(s) && plain[s[i]] {
 			i++
 		}

@@ -17,8 +17,10 @@ import "unsafe"
 // key met under another address (a new string of the same name) misses
 // and is looked up in the map, as before.
 type memo[V any] struct {
-	slots [32]memoSlot[V]
+	slots [1 << memoBits]memoSlot[V]
 }
+
+const memoBits = 8
 
 type memoSlot[V any] struct {
 	bucket, period string
@@ -29,21 +31,33 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
-func (m *memo[V]) slot(bucket, period string) *memoSlot[V] {
-	h := uintptr(unsafe.Pointer(unsafe.StringData(bucket)))>>3 ^ uintptr(unsafe.Pointer(unsafe.StringData(period)))>>2
-	return &m.slots[h%uintptr(len(m.slots))]
+// index is the first slot of (bucket, period)'s pair: Fibonacci hashing
+// of the two addresses, whose low bits, alike for strings of one size
+// class, do not pick it alone.
+func (m *memo[V]) index(bucket, period string) int {
+	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(bucket))))*0x9E3779B97F4A7C15 + uint64(uintptr(unsafe.Pointer(unsafe.StringData(period))))) * 0x9E3779B97F4A7C15
+	return int(h >> (64 - memoBits))
 }
 
-// get is the counter remembered for (bucket, period), or nil.
+// get is the counter remembered for (bucket, period), or nil. A key is in
+// one of a pair of slots (i and i^1): a request's few keys rarely need
+// more.
 func (m *memo[V]) get(bucket, period string) *V {
-	if s := m.slot(bucket, period); sameString(s.bucket, bucket) && sameString(s.period, period) {
-		return s.v
+	i := m.index(bucket, period)
+	for _, s := range [2]*memoSlot[V]{&m.slots[i], &m.slots[i^1]} {
+		if sameString(s.bucket, bucket) && sameString(s.period, period) {
+			return s.v
+		}
 	}
 	return nil
 }
 
 func (m *memo[V]) put(bucket, period string, v *V) {
-	*m.slot(bucket, period) = memoSlot[V]{bucket, period, v}
+	i := m.index(bucket, period)
+	if m.slots[i].v != nil && m.slots[i^1].v == nil {
+		i ^= 1
+	}
+	m.slots[i] = memoSlot[V]{bucket, period, v}
 }
 
 // forget drops every slot: a counter left its map.

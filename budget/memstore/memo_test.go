@@ -114,3 +114,32 @@ func TestMemoReadsAsTheMaps(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoHoldsARequestsKeys: the eight keys of a request's limits, in
+// strings made apart as config loading makes them, are all found after
+// one use each — in practically every draw of addresses (the first memo,
+// one slot of 32 per key picked by the addresses' low bits, lost a key in
+// more than one request in a hundred, and fails this).
+func TestMemoHoldsARequestsKeys(t *testing.T) {
+	lost := 0
+	const trials = 500
+	for trial := range trials {
+		var m memo[int64]
+		var keys [][2]string
+		for i := range 8 {
+			keys = append(keys, [2]string{strings.Clone("org/team/bucket-" + strconv.Itoa(trial*8+i)), strings.Clone("2026-12")})
+		}
+		for _, k := range keys {
+			m.put(k[0], k[1], new(int64))
+		}
+		for _, k := range keys {
+			if m.get(k[0], k[1]) == nil {
+				lost++
+				break
+			}
+		}
+	}
+	if lost > trials/100 {
+		t.Fatalf("%d of %d requests lost a key from the memo", lost, trials)
+	}
+}

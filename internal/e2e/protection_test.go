@@ -222,6 +222,22 @@ func TestUpstreamTimeouts(t *testing.T) {
 			t.Fatalf("after the stall: spent %d pending %d", spent, pending)
 		}
 	})
+	t.Run("a stream past the whole exchange's timeout", func(t *testing.T) {
+		// Chunks 300 ms apart, well within the idle timeout, for some 3 s:
+		// the 1 s timeout of the whole exchange cuts the stream.
+		up := newFaulty(t, simulated.Options{ChunkDelay: 300 * time.Millisecond, ReplyTokens: func(uint64) int64 { return 100 }})
+		url, a := protected(t, up, nil, "    timeout: 1s\n    idle_timeout: 2s\n")
+		start := time.Now()
+		status, _, body, _ := send(http.DefaultClient, url, chatBody(1, true))
+		took := time.Since(start)
+		if status != 200 || strings.Contains(body, "[DONE]") || took > 2200*time.Millisecond {
+			t.Fatalf("a stream past its timeout: %d in %v, ended with [DONE]: %v", status, took, strings.Contains(body, "[DONE]"))
+		}
+		spent, pending := spentNow(t, a)
+		if pending != 0 || spent == 0 || spent >= 1000 {
+			t.Fatalf("after the cut: spent %d pending %d", spent, pending)
+		}
+	})
 }
 
 // Every way a stream can go wrong ends in one ledger entry with the right

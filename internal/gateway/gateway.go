@@ -64,6 +64,8 @@ type Gateway struct {
 	// refusedKeys counts limit refusals by org/key in bounded memory.
 	refusedKeys *topk.Sketch
 	tracer      trace.Tracer // nil: tracing off
+
+	watch watchdog // the upstream exchanges in flight
 }
 
 // RefusedKeysTracked is how many keys the refused-keys sketch keeps: the
@@ -128,6 +130,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		opts.IntN = mrand.IntN
 	}
 	g := &Gateway{
+		watch:     watchdog{now: time.Now}, // the wall's time, as timers keep it
 		engine:    opts.Engine,
 		log:       opts.Log,
 		fallback:  opts.Fallback,

@@ -39,19 +39,23 @@ var returnHeaders = []string{"Content-Type", "Cache-Control", "Date", "X-Request
 // attempt is one deployment's answer, its headers read, nothing of it
 // relayed yet: a response, or the error that stood for one.
 type attempt struct {
-	t      *target
-	resp   *http.Response
-	cancel context.CancelFunc // ends the exchange's context
-	err    error              // ErrUpstream, ErrUpstreamTimeout or ErrClientCanceled, with no response
-	sent   time.Time
+	t    *target
+	resp *http.Response
+	x    *exchange // the exchange's context
+	w    *watchdog // watching x
+	err  error     // ErrUpstream, ErrUpstreamTimeout or ErrClientCanceled, with no response
+	sent time.Time
 }
+
+// release ends a's exchange.
+func (a *attempt) release() { a.w.release(a.x) }
 
 // send sends p's request to its deployment and reads the answer's
 // headers. It writes nothing to the client.
 func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t := p.dep.target
-	ctx, cancel := context.WithTimeout(rctx, t.timeout)
-	a := &attempt{t: t, cancel: cancel, sent: g.now()}
+	ctx := g.watch.start(rctx, t.timeout)
+	a := &attempt{t: t, x: ctx, w: &g.watch, sent: g.now()}
 	ep := p.req.Endpoint
 	if tr := p.prep.Translation; tr != nil {
 		ep = upstream.EndpointOf(tr.Upstream)
@@ -137,7 +141,7 @@ func (f *failure) Error() string {
 // fail ends a, backing its upstream off for a Retry-After, and keeps what
 // the client would have been told: the answer, in the client's wire.
 func (a *attempt) fail(p *plan) *failure {
-	defer a.cancel()
+	defer a.release()
 	if a.resp == nil {
 		return &failure{err: a.err}
 	}
@@ -207,7 +211,7 @@ func (f *failure) relay(w http.ResponseWriter) error {
 // 429 and a stream that stalls, context.Canceled when the client left.
 func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
 	t := p.dep.target
-	defer a.cancel()
+	defer a.release()
 	defer func() { t.series.Latency.Observe(g.now().Sub(a.sent).Seconds()) }()
 	if a.resp == nil {
 		if errors.Is(a.err, ErrClientCanceled) {
@@ -233,10 +237,8 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 		return u, false, failedWith(resp.StatusCode), a.fail(p).relay(w)
 	}
 	if cl.llm.Stream && isEventStream(resp.Header.Get("Content-Type")) {
-		body := newIdleReader(resp.Body, t.idle, a.cancel)
-		defer body.stop()
-		u := g.stream(rctx, cl, p, w, body, a.cancel)
-		if body.fired() {
+		u := g.stream(rctx, cl, p, w, a.x.stream(resp.Body, t.idle), a.x.cut)
+		if a.x.quieted() {
 			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
 			return u, true, breaker.ErrFailed, nil
 		}

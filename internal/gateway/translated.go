@@ -24,10 +24,9 @@ func (g *Gateway) relayTranslated(rctx context.Context, cl *Call, p *plan, a *at
 	}
 	if cl.llm.Stream && upstream.IsStream(tr.Upstream, resp.Header.Get("Content-Type")) {
 		{
-			body := newIdleReader(resp.Body, p.dep.target.idle, a.cancel)
-			defer body.stop()
-			u := g.streamTranslated(rctx, cl, p, w, upstream.NewEventSource(tr.Upstream, body), a.cancel)
-			if body.fired() {
+			body := a.x.stream(resp.Body, p.dep.target.idle)
+			u := g.streamTranslated(rctx, cl, p, w, upstream.NewEventSource(tr.Upstream, body), a.x.cut)
+			if a.x.quieted() {
 				g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", p.dep.target.name)
 				return u, true, breaker.ErrFailed, nil
 			}

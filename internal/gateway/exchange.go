@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An exchange is the context one upstream attempt runs under: the
+// client's values; ended when the client leaves, when the attempt is past
+// its target's timeout, when its stream has been quiet past the idle
+// timeout, or when the gateway cuts it (a stream past its output bound).
+// Ending it ends the transport's own context made from it, which aborts
+// the request or the read of its answer.
+//
+// context.WithTimeout(client's context) stood here: a timer and a child
+// registered with the client's context per attempt, and the transport's
+// child registered in a map of ours — some 5,000 instructions a request,
+// more than the budget's whole reservation. An exchange registers with no
+// context: one watchdog per gateway looks at the live exchanges a few
+// times a second and ends those whose client left, whose deadline passed
+// or whose stream went quiet; the transport's context finds it through
+// AfterFunc (context's afterFuncer), without a map or a goroutine.
+type exchange struct {
+	parent   context.Context
+	done     chan struct{}
+	deadline time.Time
+	timeout  time.Duration
+	// idle is the longest quiet its stream may have (set when it
+	// streams; 0: not watched for quiet); reads counts the stream's
+	// reads that returned data.
+	idle  atomic.Int64 // a time.Duration
+	reads atomic.Int64
+
+	mu     sync.Mutex
+	err    error    // why it ended; nil while it runs
+	quiet  bool     // it ended for its stream's quiet
+	afters []func() // contexts made from it, to end with it
+
+	// The watchdog's: its place in the live list; whether it watches
+	// the stream for quiet yet, the reads it saw last and when they
+	// changed.
+	prev, next *exchange
+	watching   bool
+	seen       int64
+	seenAt     time.Time
+}
+
+var _ context.Context = (*exchange)(nil)
+
+func (x *exchange) Deadline() (time.Time, bool) { return x.deadline, true }
+func (x *exchange) Done() <-chan struct{}       { return x.done }
+func (x *exchange) Value(key any) any           { return x.parent.Value(key) }
+
+func (x *exchange) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+// AfterFunc runs f when x ends; stop unregisters it (true if it did so
+// before f ran). context.WithCancel and its kin call it for the contexts
+// they make from x.
+func (x *exchange) AfterFunc(f func()) (stop func() bool) {
+	x.mu.Lock()
+	if x.err != nil {
+		x.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	i := len(x.afters)
+	x.afters = append(x.afters, f)
+	x.mu.Unlock()
+	return func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.err != nil || x.afters[i] == nil {
+			return false
+		}
+		x.afters[i] = nil
+		return true
+	}
+}
+
+// end ends x with err (the first end wins).
+func (x *exchange) end(err error) { x.endFor(err, false) }
+
+// endFor ends x with err; quiet says it is for its stream's quiet.
+func (x *exchange) endFor(err error, quiet bool) {
+	x.mu.Lock()
+	if x.err != nil {
+		x.mu.Unlock()
+		return
+	}
+	x.err, x.quiet = err, quiet
+	close(x.done)
+	afters := x.afters
+	x.mu.Unlock()
+	for _, f := range afters {
+		if f != nil {
+			f()
+		}
+	}
+}
+
+// cut ends x: the gateway has what it wanted of the exchange, or will
+// take no more of it.
+func (x *exchange) cut() { x.end(context.Canceled) }
+
+// quieted reports whether x ended for its stream's quiet.
+func (x *exchange) quieted() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.quiet
+}
+
+// stream watches the reads of body, x's answer, for quiet longer than
+// idle.
+func (x *exchange) stream(body io.Reader, idle time.Duration) io.Reader {
+	x.idle.Store(int64(idle))
+	return &countedReader{r: body, x: x}
+}
+
+// countedReader counts the reads of a stream that return data.
+type countedReader struct {
+	r io.Reader
+	x *exchange
+}
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.x.reads.Add(1)
+	}
+	return n, err
+}
+
+// errQuiet ends an exchange whose stream went quiet past its idle
+// timeout: a deadline, as the transport reports it.
+var errQuiet = context.DeadlineExceeded
+
+// A watchdog looks at the live exchanges of one gateway — every
+// watchPeriod, or every eighth of the shortest timeout among them — and
+// ends those whose client left, whose deadline passed, or whose stream
+// had no data for its idle timeout. A stream is cut no sooner than its
+// idle timeout after its last data, and some two looks after that; an
+// exchange past its deadline or whose client left, at the next look. Its
+// goroutine runs while exchanges live.
+type watchdog struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	head    *exchange // the live list
+	running bool
+}
+
+// watchPeriod is the longest between two looks.
+const watchPeriod = 250 * time.Millisecond
+
+// start makes and watches the exchange of an attempt under parent that
+// may last timeout.
+func (w *watchdog) start(parent context.Context, timeout time.Duration) *exchange {
+	now := w.now()
+	x := &exchange{parent: parent, done: make(chan struct{}), deadline: now.Add(timeout), timeout: timeout}
+	w.mu.Lock()
+	x.next = w.head
+	if w.head != nil {
+		w.head.prev = x
+	}
+	w.head = x
+	run := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if run {
+		go w.run()
+	}
+	return x
+}
+
+// release ends x and stops watching it.
+func (w *watchdog) release(x *exchange) {
+	x.cut()
+	w.mu.Lock()
+	if x.prev != nil {
+		x.prev.next = x.next
+	} else if w.head == x {
+		w.head = x.next
+	}
+	if x.next != nil {
+		x.next.prev = x.prev
+	}
+	x.prev, x.next = nil, nil
+	w.mu.Unlock()
+}
+
+func (w *watchdog) run() {
+	t := time.NewTimer(watchPeriod)
+	defer t.Stop()
+	for {
+		period, more := w.look()
+		if !more {
+			return
+		}
+		t.Reset(period)
+		<-t.C
+	}
+}
+
+// look ends the exchanges due; it returns how long to wait for the next
+// look, and whether any exchange is left to watch (if not, the watchdog's
+// goroutine ends: the next start begins another).
+func (w *watchdog) look() (period time.Duration, more bool) {
+	now := w.now()
+	period = watchPeriod
+	var due []ending
+	w.mu.Lock()
+	if w.head == nil {
+		w.running = false
+		w.mu.Unlock()
+		return 0, false
+	}
+	for x := w.head; x != nil; x = x.next {
+		period = min(period, x.timeout/8)
+		var err error
+		switch {
+		case x.parent.Err() != nil:
+			err = x.parent.Err()
+		case !now.Before(x.deadline):
+			err = context.DeadlineExceeded
+		}
+		quiet := false
+		if idle := time.Duration(x.idle.Load()); idle > 0 {
+			period = min(period, idle/8)
+			switch n := x.reads.Load(); {
+			case !x.watching || n != x.seen:
+				x.watching, x.seen, x.seenAt = true, n, now
+			case err == nil && now.Sub(x.seenAt) >= idle:
+				err, quiet = errQuiet, true
+			}
+		}
+		if err != nil {
+			due = append(due, ending{x, err, quiet})
+		}
+	}
+	w.mu.Unlock()
+	for _, d := range due {
+		d.x.endFor(d.err, d.quiet)
+	}
+	return max(period, time.Millisecond), true
+}
+
+type ending struct {
+	x     *exchange
+	err   error
+	quiet bool
+}

@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestExchangeStreamQuiet: a stream whose reads come closer together than
+// the idle timeout is never cut, however long it lasts; one that goes
+// quiet is cut no sooner than the timeout after its last data, and soon
+// after it, as a deadline the exchange reports as its stream's quiet.
+func TestExchangeStreamQuiet(t *testing.T) {
+	const d = 100 * time.Millisecond
+	w := &watchdog{now: time.Now}
+	x := w.start(context.Background(), time.Hour)
+	defer w.release(x)
+	pr, pw := io.Pipe()
+	body := x.stream(pr, d)
+	cut := make(chan time.Time, 1)
+	context.AfterFunc(x, func() { cut <- time.Now(); pr.CloseWithError(io.ErrClosedPipe) })
+
+	var lastRead atomic.Int64
+	readDone := make(chan struct{})
+	var maxGap time.Duration
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 16)
+		prev := time.Now()
+		for {
+			if _, err := body.Read(buf); err != nil {
+				return
+			}
+			now := time.Now()
+			maxGap = max(maxGap, now.Sub(prev))
+			prev = now
+			lastRead.Store(now.UnixNano())
+		}
+	}()
+	// Data every 10 ms for five timeouts.
+	for start := time.Now(); time.Since(start) < 5*d; {
+		if _, err := pw.Write([]byte("data")); err != nil {
+			<-readDone
+			if maxGap < d {
+				t.Fatalf("the stream was cut while it flowed (reads at most %v apart): %v", maxGap, err)
+			}
+			t.Logf("cut while flowing, after a %v gap (a loaded machine)", maxGap)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Then quiet: the cut comes.
+	var at time.Time
+	select {
+	case at = <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a quiet stream was never cut")
+	}
+	<-readDone
+	if !x.quieted() || !errors.Is(x.Err(), context.DeadlineExceeded) {
+		t.Fatalf("after the cut: quieted %v, Err %v", x.quieted(), x.Err())
+	}
+	if gap := at.Sub(time.Unix(0, lastRead.Load())); gap < d {
+		t.Fatalf("cut %v after the last data, before the %v timeout", gap, d)
+	}
+	if maxGap >= d {
+		t.Logf("the reads were %v apart at most (a loaded machine): the flowing part proved nothing", maxGap)
+	}
+}
+
+// TestExchangeEnds: an exchange ends at its deadline (DeadlineExceeded,
+// not for quiet), when its client's context ends (its error), and when it
+// is released or cut (Canceled); released, it leaves the watchdog, whose
+// goroutine ends once none is left. A stream not yet read past the
+// exchange's start is not quiet for the time before it streamed.
+func TestExchangeEnds(t *testing.T) {
+	w := &watchdog{now: time.Now}
+	wait := func(x *exchange, what string) {
+		t.Helper()
+		select {
+		case <-x.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the exchange did not end", what)
+		}
+	}
+
+	late := w.start(context.Background(), 30*time.Millisecond)
+	wait(late, "past its deadline")
+	if !errors.Is(late.Err(), context.DeadlineExceeded) || late.quieted() {
+		t.Fatalf("past its deadline: Err %v, quieted %v", late.Err(), late.quieted())
+	}
+
+	client, leave := context.WithCancel(context.Background())
+	left := w.start(client, time.Hour)
+	leave()
+	wait(left, "its client left")
+	if !errors.Is(left.Err(), context.Canceled) {
+		t.Fatalf("its client left: Err %v", left.Err())
+	}
+
+	// Headers after a while, then a stream: the wait for the headers is
+	// not quiet. (The exchanges above, ended but not released, keep the
+	// looks 4 ms apart.)
+	slow := w.start(context.Background(), time.Hour)
+	time.Sleep(60 * time.Millisecond)
+	slow.stream(eofReader{}, 50*time.Millisecond)
+	time.Sleep(30 * time.Millisecond)
+	if slow.Err() != nil {
+		t.Fatalf("a stream cut %v after it began (idle timeout 50 ms): %v", 30*time.Millisecond, slow.Err())
+	}
+	slow.cut()
+	if !errors.Is(slow.Err(), context.Canceled) || slow.quieted() {
+		t.Fatalf("cut: Err %v, quieted %v", slow.Err(), slow.quieted())
+	}
+
+	for _, x := range []*exchange{late, left, slow} {
+		w.release(x)
+	}
+	w.mu.Lock()
+	head := w.head
+	w.mu.Unlock()
+	if head != nil {
+		t.Fatal("released exchanges are still watched")
+	}
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the watchdog kept running with nothing to watch")
+		}
+	}
+}
+
+// TestExchangeChildren: contexts made from an exchange register with it
+// (no goroutine, no map) and end with it; one ended first unregisters; one
+// made from an ended exchange is ended at once.
+func TestExchangeChildren(t *testing.T) {
+	w := &watchdog{now: time.Now}
+	x := w.start(context.Background(), time.Hour)
+	defer w.release(x)
+	a, cancelA := context.WithCancelCause(x)
+	b, cancelB := context.WithCancel(x)
+	defer cancelB()
+	if len(x.afters) != 2 {
+		t.Fatalf("%d contexts registered with the exchange, want 2", len(x.afters))
+	}
+	cancelA(errors.New("done with it"))
+	if x.afters[0] != nil {
+		t.Fatal("a child ended first is still registered")
+	}
+	x.cut()
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a child outlived its exchange")
+	}
+	if !errors.Is(b.Err(), context.Canceled) || context.Cause(a).Error() != "done with it" {
+		t.Fatalf("children: %v, %v", b.Err(), context.Cause(a))
+	}
+	c, cancelC := context.WithCancel(x)
+	defer cancelC()
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("a child of an ended exchange runs")
+	}
+}
+
+// TestExchangeAbortsTheTransport: ending an exchange aborts an HTTP
+// request waiting for its headers, and the read of an answer's body.
+func TestExchangeAbortsTheTransport(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			rw.WriteHeader(200)
+			rw.(http.Flusher).Flush()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	w := &watchdog{now: time.Now}
+	for _, path := range []string{"/headers", "/body"} {
+		x := w.start(context.Background(), time.Hour)
+		req, _ := http.NewRequestWithContext(x, http.MethodGet, srv.URL+path, nil)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		w.release(x)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("%s: the exchange ended, the request did not fail", path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the exchange ended, the request went on", path)
+		}
+	}
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -144,3 +144,20 @@ func BenchmarkUsageFromJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParsePrepareSmall is the gateway benchmark's request
+// (bench/gateway-callgrind.sh): a system prompt and a question, a cap.
+func BenchmarkParsePrepareSmall(b *testing.B) {
+	m := model(b, "o200k_base")
+	body := []byte(`{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Summarise the plot of Hamlet in three sentences."}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := upstream.ParseRequest(upstream.Chat, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := req.Prepare(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -131,6 +131,36 @@ func validFind(s, key string) (ok bool, at int) {
 	}
 }
 
+// topMember is where the value of the first top-level member of s named
+// key starts, or -1. s is not validated: the walk reads the top level's
+// keys and skips their values, reads any bytes without panicking, and
+// where s is valid JSON finds what get finds (FuzzTopMember).
+func topMember(s, key string) int {
+	i := ws(s, 0)
+	if i >= len(s) || s[i] != '{' {
+		return -1
+	}
+	for i = ws(s, i+1); i < len(s) && s[i] == '"'; {
+		k := i
+		e := quoteAfter(s, i+1)
+		if i = ws(s, e); i >= len(s) || s[i] != ':' {
+			return -1 // (also where the key's string never closes)
+		}
+		v := ws(s, i+1)
+		if v >= len(s) {
+			return -1
+		}
+		if name := s[k+1 : e-1]; name == key || strings.IndexByte(name, '\\') >= 0 && keyName(jnode{raw: s[k:e]}) == key {
+			return v
+		}
+		if i = ws(s, skip(s, v)); i >= len(s) || s[i] != ',' {
+			return -1
+		}
+		i = ws(s, i+1)
+	}
+	return -1
+}
+
 // isKey reports whether m, a member's key, colon and the space around
 // them as memberValue read them, names key.
 func isKey(m, key string) bool {

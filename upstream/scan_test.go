@@ -260,3 +260,49 @@ func TestReleasedMeterStartsAfresh(t *testing.T) {
 		again.Release()
 	}
 }
+
+// FuzzTopMember: the top-level walk over an answer reads any bytes
+// without panicking and answers an offset inside them or -1; over valid
+// JSON it finds what get finds, and the usage read through it is the
+// usage read from the whole body validated first (as it was read before).
+func FuzzTopMember(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"x","choices":[{"message":{"usage":1}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+		`{"usag\u0065" : {"prompt_tokens":3}, "usage":2}`, `{"usage":null}`, `[{"usage":1}]`, `{"a":{"usage":1}}`,
+		`{"a:usage" :1,"usage"  :  {"prompt_tokens":4}}`, `{"usage":{"prompt_tokens":1`, `"usage"`, `{"a":"\"usage\":{}","usage":{}}`,
+		`{"a":[1,{"b":"]}"}],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":1}}}`, `{"a" "usage"}`, `{"x\`,
+	} {
+		f.Add([]byte(s), "usage")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, key string) {
+		if len(b) == 0 || key == "" {
+			return
+		}
+		at := topMember(string(b), key)
+		if at < -1 || at >= len(b) {
+			t.Fatalf("topMember(%q, %q) = %d, outside the text", b, key, at)
+		}
+		if !json.Valid(b) {
+			_, _ = UsageFromJSON(b) // no panic
+			return
+		}
+		want := -1
+		if v := root(b).get(key); v.raw != "" {
+			want = v.at
+		}
+		if at != want {
+			t.Fatalf("topMember(%q, %q) = %d, get %d", b, key, at, want)
+		}
+		// The usage as read before: the whole body validated and the
+		// member found in one pass.
+		var wantU budget.Usage
+		wantOK := false
+		if _, at := validFind(string(b), "usage"); at >= 0 && b[at] == '{' {
+			u, err := decodeUsage(jnode{string(b[at:skip(string(b), at)]), at})
+			wantU, wantOK = u, err == nil
+		}
+		if u, ok := UsageFromJSON(b); u != wantU || ok != wantOK {
+			t.Fatalf("UsageFromJSON(%q) = %+v %v, validated first %+v %v", b, u, ok, wantU, wantOK)
+		}
+	})
+}

@@ -57,22 +57,28 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 
 // UsageFromJSON extracts the usage of a non-streaming response body. ok is
 // false when the body reports no valid usage.
+//
+// Only the usage object is validated and decoded. The rest of the body —
+// it may be megabytes of embeddings — is walked at its top level only:
+// its text is the upstream's encoder's, and what a client sent lies inside
+// its strings, escaped, where no walk can mistake it for a member. (The
+// whole body was validated before: two thirds of the instructions of
+// reading a chat answer's usage, for a check whose failure changed only
+// which usage a malformed answer was charged.)
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
-	// Only the usage object is decoded; the rest of a response that may
-	// be megabytes of embeddings is skipped.
 	if len(body) == 0 {
 		return budget.Usage{}, false
 	}
 	s := unsafe.String(&body[0], len(body))
-	ok, at := validFind(s, "usage") // validated and found in one pass
-	if !ok || at < 0 {
+	at := topMember(s, "usage")
+	if at < 0 || s[at] != '{' {
 		return budget.Usage{}, false
 	}
-	raw := jnode{s[at:skip(s, at)], at}
-	if !raw.isObject() {
+	raw := s[at:skip(s, at)]
+	if ok, _ := validFind(raw, ""); !ok {
 		return budget.Usage{}, false
 	}
-	u, err := decodeUsage(raw)
+	u, err := decodeUsage(jnode{raw, at})
 	return u, err == nil
 }
 

@@ -84,10 +84,7 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 		}
 		debits[i] = Debit{Limit: l, Amount: amount}
 	}
-	id := uid.Text(26)
-	if len(limits) > 0 && limits[0].Partition != "" {
-		id = limits[0].Partition + "/" + id
-	}
+	id := reservationID(limits)
 	r := &Reservation{ID: id, Debits: debits, Lease: e.lease, Entry: entry}
 	if entry != nil {
 		entry.ReservationID = id
@@ -193,10 +190,7 @@ func (e *Engine) RecordUnreserved(ctx context.Context, limits []Limit, actual Am
 		debits[i] = Debit{Limit: l}
 	}
 	SetPeriods(debits, e.now())
-	id := uid.Text(26)
-	if len(limits) > 0 && limits[0].Partition != "" {
-		id = limits[0].Partition + "/" + id
-	}
+	id := reservationID(limits)
 	if entry != nil {
 		entry.ReservationID = id
 	}
@@ -293,4 +287,13 @@ func (e *Engine) RunSweeper(ctx context.Context, interval time.Duration, log *sl
 			log.Warn("charged expired reservations at their reserved amounts", "count", n)
 		}
 	})
+}
+
+// reservationID is a new reservation's id: unique, under its partition
+// (the limits' first's) where it has one.
+func reservationID(limits []Limit) string {
+	if len(limits) > 0 && limits[0].Partition != "" {
+		return uid.Prefixed(limits[0].Partition+"/", 26)
+	}
+	return uid.Text(26)
 }

@@ -15,3 +15,18 @@ func TestHeaderListsCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestReturnedIsTheList: returned answers for the returned headers and
+// no others (the list and the switch are one list written twice).
+func TestReturnedIsTheList(t *testing.T) {
+	for _, k := range returnHeaders {
+		if !returned(k) {
+			t.Errorf("%q is returned, returned says not", k)
+		}
+	}
+	for _, k := range append([]string{"X-Ratelimit-Remaining-Tokens", "Openai-Organization", "Set-Cookie", "content-type", ""}, forwardHeaders...) {
+		if returned(k) {
+			t.Errorf("returned(%q) is true", k)
+		}
+	}
+}

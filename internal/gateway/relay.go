@@ -36,6 +36,15 @@ var forwardHeaders = []string{"Accept", "User-Agent", "Openai-Beta"}
 // cost the bare proxy does not pay.
 var returnHeaders = []string{"Content-Type", "Cache-Control", "Date", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id"}
 
+// returned reports whether k is one of returnHeaders.
+func returned(k string) bool {
+	switch k {
+	case "Content-Type", "Cache-Control", "Date", "X-Request-Id", "Openai-Processing-Ms", "Openai-Version", "Request-Id":
+		return true
+	}
+	return false
+}
+
 // attempt is one deployment's answer, its headers read, nothing of it
 // relayed yet: a response, or the error that stood for one.
 type attempt struct {
@@ -222,8 +231,10 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 	resp := a.resp
 	defer resp.Body.Close()
 	hs := httpx.NewHeaders(w.Header(), len(returnHeaders)+3)
-	for _, k := range returnHeaders {
-		if v := resp.Header[k]; len(v) > 0 && v[0] != "" {
+	// The answer's few headers are walked, rather than the map searched
+	// for each of the seven that are returned.
+	for k, v := range resp.Header {
+		if returned(k) && len(v) > 0 && v[0] != "" {
 			hs.Set(k, v[0])
 		}
 	}

@@ -17,19 +17,22 @@ const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
 // Text is n random characters of the alphabet, five random bits each.
 // Text(26), crypto/rand.Text's length, holds 130 bits.
-func Text(n int) string {
-	var buf [32]byte
+func Text(n int) string { return Prefixed("", n) }
+
+// Prefixed is prefix followed by Text(n), made in one allocation.
+func Prefixed(prefix string, n int) string {
+	var buf [64]byte
 	b := buf[:0]
-	if n > len(buf) {
-		b = make([]byte, 0, n)
+	if len(prefix)+n > len(buf) {
+		b = make([]byte, 0, len(prefix)+n)
 	}
-	b = b[:n]
+	b = append(b, prefix...)
 	var w uint64
-	for i := range b {
+	for i := range n {
 		if i%12 == 0 { // 12 characters use 60 of a draw's 64 bits
 			w = rand.Uint64()
 		}
-		b[i] = alphabet[w&31]
+		b = append(b, alphabet[w&31])
 		w >>= 5
 	}
 	return string(b)

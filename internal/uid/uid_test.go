@@ -39,3 +39,14 @@ func TestTextIsUniqueAndUniform(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixed: the prefix, then n characters of the alphabet; a prefix
+// longer than the stack buffer too.
+func TestPrefixed(t *testing.T) {
+	for _, prefix := range []string{"", "acme/", strings.Repeat("p", 70)} {
+		id := Prefixed(prefix, 26)
+		if len(id) != len(prefix)+26 || !strings.HasPrefix(id, prefix) || strings.Trim(id[len(prefix):], alphabet) != "" {
+			t.Fatalf("Prefixed(%q, 26) = %q", prefix, id)
+		}
+	}
+}

@@ -112,8 +112,19 @@ func (pl *policyLimit) resolve(k RequestKey, slots int64) (budget.Limit, bool) {
 	return l, true
 }
 
-// Limits returns every limit that applies to one request by this key.
+// Limits returns every limit that applies to one request by this key. The
+// slice may be shared with other requests: callers must not change it (a
+// caller that needs other limits makes a new slice).
 func (p *Principal) Limits(k RequestKey) []budget.Limit {
+	if len(p.perUser) == 0 {
+		if out, ok := p.byModel.resolved(p, k.Model); ok {
+			return out
+		}
+	}
+	return p.resolve(k)
+}
+
+func (p *Principal) resolve(k RequestKey) []budget.Limit {
 	out := make([]budget.Limit, 0, len(p.fixed)+len(p.perUser)+2)
 	for pl := range p.policyLimits(k) {
 		if l, ok := pl.resolve(k, p.slots); ok {
@@ -121,6 +132,13 @@ func (p *Principal) Limits(k RequestKey) []budget.Limit {
 		}
 	}
 	return out
+}
+
+// constant reports whether pl resolves to the same limit for every
+// request: it applies to every route and takes its bucket from nothing of
+// the request.
+func (pl *policyLimit) constant() bool {
+	return len(pl.endpoints) == 0 && len(pl.keyBy) == 0 && pl.shards <= 1
 }
 
 // policyLimits are the key's limits completed with the request's user and
@@ -189,6 +207,43 @@ const maxModelsKept = 256
 type modelLimits struct {
 	mu sync.RWMutex
 	m  map[string][]policyLimit
+	// made are a request's limits for a model, where no limit of the
+	// key reads anything of the request but its model: made once (nil
+	// where one does).
+	made map[string][]budget.Limit
+}
+
+// resolved returns the limits of every request by p for model, made once,
+// where none of them depends on anything else of the request (ok false
+// where one does).
+func (c *modelLimits) resolved(p *Principal, model string) ([]budget.Limit, bool) {
+	c.mu.RLock()
+	out, ok := c.made[model]
+	c.mu.RUnlock()
+	if ok {
+		return out, out != nil
+	}
+	k := RequestKey{Model: model}
+	for pl := range p.policyLimits(k) {
+		if !pl.constant() {
+			c.keep(model, nil) // nil: not constant
+			return nil, false
+		}
+	}
+	out = p.resolve(k)
+	c.keep(model, out)
+	return out, true
+}
+
+func (c *modelLimits) keep(model string, limits []budget.Limit) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.made == nil {
+		c.made = map[string][]budget.Limit{}
+	}
+	if len(c.made) < maxModelsKept {
+		c.made[model] = limits
+	}
 }
 
 // Spend meters: every request is also charged, in µ$, to its key × model

@@ -258,3 +258,40 @@ orgs:
 		t.Fatalf("200 requests used %d places, want 4", len(places))
 	}
 }
+
+// TestLimitsMadeOnceAreTheResolvedOnes: a key's limits made once per model
+// (where none reads anything of the request but its model) are the limits
+// resolved for each request, for requests of every user, route, address,
+// id and model, asked more than once — with limits that read the request
+// (key_by, endpoints, shards, user limits) and without.
+func TestLimitsMadeOnceAreTheResolvedOnes(t *testing.T) {
+	for _, extra := range []string{
+		"", "{name: per-ip, kind: rate, unit: requests, amount: 100, key_by: [ip]}",
+		"{name: per-route, kind: rate, unit: requests, amount: 50, key_by: [endpoint]}",
+		"{name: emb, kind: rate, unit: requests, amount: 10, endpoints: [/v1/embeddings]}",
+		"{name: hot, kind: rate, unit: requests, amount: 1000, shards: 4}",
+	} {
+		for _, users := range []string{"", "\n        user_limits: [{name: usd-day, kind: budget, unit: usd, amount: \"$1\", period: day}]"} {
+			_, d := directoryOf(t, `
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m, n]}]
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}, n: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
+orgs:
+  - id: o
+    limits: [{name: usd-month, kind: budget, unit: usd, amount: "$100", period: month}]
+    teams:
+      - id: t
+        limits: [{name: rpm, kind: rate, unit: requests, amount: 100}, `+extra+`]`+users+`
+        model_limits: {n: [{name: tpm, kind: rate, unit: tokens, amount: 1000}]}
+        keys: [{id: k, hash: "`+HashKey("tg-k")+`"}]
+`)
+			p, _ := d.Lookup("tg-k")
+			for i := range 300 {
+				k := RequestKey{User: []string{"", "ann", "bob"}[i%3], Model: []string{"m", "n", ""}[i%7%3], Route: []string{"/v1/chat/completions", "/v1/embeddings"}[i%2],
+					IP: "203.0.113." + strconv.Itoa(i%5), ID: "req-" + strconv.Itoa(i)}
+				if got, want := p.Limits(k), p.resolve(k); !slices.Equal(got, want) {
+					t.Fatalf("limits %q, user limits %v, request %+v: made once %+v, resolved %+v", extra, users != "", k, got, want)
+				}
+			}
+		}
+	}
+}

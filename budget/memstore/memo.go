@@ -44,10 +44,11 @@ func (m *memo[V]) index(bucket, period string) int {
 // more.
 func (m *memo[V]) get(bucket, period string) *V {
 	i := m.index(bucket, period)
-	for _, s := range [2]*memoSlot[V]{&m.slots[i], &m.slots[i^1]} {
-		if sameString(s.bucket, bucket) && sameString(s.period, period) {
-			return s.v
-		}
+	if s := &m.slots[i]; sameString(s.bucket, bucket) && sameString(s.period, period) {
+		return s.v
+	}
+	if s := &m.slots[i^1]; sameString(s.bucket, bucket) && sameString(s.period, period) {
+		return s.v
 	}
 	return nil
 }

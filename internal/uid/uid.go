@@ -22,18 +22,20 @@ func Text(n int) string { return Prefixed("", n) }
 // Prefixed is prefix followed by Text(n), made in one allocation.
 func Prefixed(prefix string, n int) string {
 	var buf [64]byte
-	b := buf[:0]
-	if len(prefix)+n > len(buf) {
-		b = make([]byte, 0, len(prefix)+n)
+	var b []byte
+	if len(prefix)+n <= len(buf) {
+		b = buf[:len(prefix)+n]
+	} else {
+		b = make([]byte, len(prefix)+n)
 	}
-	b = append(b, prefix...)
-	var w uint64
-	for i := range n {
-		if i%12 == 0 { // 12 characters use 60 of a draw's 64 bits
-			w = rand.Uint64()
+	text := b[copy(b, prefix):]
+	for len(text) > 0 { // 12 characters a draw: 60 of its 64 bits
+		w := rand.Uint64()
+		for i := range text[:min(12, len(text))] {
+			text[i] = alphabet[w&31]
+			w >>= 5
 		}
-		b = append(b, alphabet[w&31])
-		w >>= 5
+		text = text[min(12, len(text)):]
 	}
 	return string(b)
 }

@@ -50,3 +50,9 @@ func TestPrefixed(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkText(b *testing.B) {
+	for b.Loop() {
+		_ = Text(26)
+	}
+}

@@ -353,7 +353,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			}
 			if !usageOnly || p.prep.ClientWantsUsage {
 				if _, werr := w.Write(raw); werr != nil {
-					break // the client went away; the upstream is cancelled with its context
+					break // the client went away; the exchange ends as relay returns
 				}
 				if events.Buffered() == 0 {
 					flush(w)

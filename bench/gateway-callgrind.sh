@@ -11,7 +11,12 @@
 # count (clock-driven loops: lease flushes, sweeper, snapshots, which
 # valgrind's ~50x slowdown makes weigh far more per request than at full
 # speed) is subtracted: (I(requests) - I(idle)) / N; "without GC" is the
-# same less the garbage collector's instructions. redis-server is not
+# same less the garbage collector's instructions, and "gc cycles" how
+# many collections the window held (GODEBUG=gctrace=1). Tollgate's heap
+# (server.gc_percent 400) is collected about every 3,000 requests, each
+# collection some 30M instructions here: a window of 1,000 holds one or
+# none, and the count moves by ~10k a request between runs of the same
+# code. Compare Tollgate's JSON rows over N=10000. redis-server is not
 # counted here (bench/redis-callgrind.sh counts it). cpu.rdtscp=off: the Go
 # runtime reads the clock with RDTSCP where the CPU has it, an instruction
 # valgrind 3.19 does not know (the process dies of SIGILL at start).
@@ -81,18 +86,20 @@ gc() {
 count() {
   local name=$1 key=$2; shift 2
   rm -f "$dir"/cg.out*
-  BENCH_LISTEN=$PX BENCH_UPSTREAM=http://$UP/v1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off GOMAXPROCS=1 \
-    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" "$@" >/dev/null 2>&1 &
+  BENCH_LISTEN=$PX BENCH_UPSTREAM=http://$UP/v1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off,gctrace=1 GOMAXPROCS=1 \
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" "$@" >/dev/null 2>"$dir/gctrace" &
   local pid=$!
   for _ in $(seq 600); do curl -s -o /dev/null "http://$PX/" && break; sleep 0.5; done
   send "$key" "$WARM" >/dev/null
   callgrind_control -i on "$pid" >/dev/null 2>&1
   callgrind_control -z "$pid" >/dev/null 2>&1
-  local t0 t1 n
+  local t0 t1 n gc0 gc1
+  gc0=$(grep -c '^gc [0-9]* @' "$dir/gctrace" || true)
   t0=$(date +%s.%N)
   n=$(send "$key" "$N")
   t1=$(date +%s.%N)
   callgrind_control -d "$pid" >/dev/null 2>&1
+  gc1=$(grep -c '^gc [0-9]* @' "$dir/gctrace" || true)
   if [ "$n" != "$N" ]; then echo "bench: $name answered $n of $N requests with 200" >&2; exit 1; fi
   sleep "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')"
   callgrind_control -d "$pid" >/dev/null 2>&1
@@ -102,12 +109,12 @@ count() {
   idlef=$(ls "$dir"/cg.out.* | sort -t. -k3 -n | sed -n 2p)
   busy=$(total "$bf") idle=$(total "$idlef")
   if [ -n "${KEEP:-}" ]; then cp "$bf" "$KEEP/$name.callgrind"; fi # for callgrind_annotate
-  awk -v busy="$busy" -v idle="$idle" -v bgc="$(gc "$bf")" -v igc="$(gc "$idlef")" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" 'BEGIN {
-    printf "%.0f %d %.0f %.0f %.1f %.0f\n", (busy - idle) / n, n, busy / n, idle / n, s, (busy - bgc - idle + igc) / n }'
+  awk -v busy="$busy" -v idle="$idle" -v bgc="$(gc "$bf")" -v igc="$(gc "$idlef")" -v n="$n" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" -v cycles=$((gc1 - gc0)) 'BEGIN {
+    printf "%.0f %d %.0f %.0f %.1f %.0f %d\n", (busy - idle) / n, n, busy / n, idle / n, s, (busy - bgc - idle + igc) / n, cycles }'
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(go version | cut -d' ' -f3); N=$N after $WARM; provider headers: ${PROVIDER_HEADERS:-yes}; chunk delay: ${CHUNK_DELAY:-0s}"
-printf '%-26s %12s %8s %14s %14s %8s %8s %14s %8s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare"
+printf '%-26s %12s %8s %14s %14s %8s %8s %14s %8s %10s\n' proxy "instr/req" requests "busy/req" "idle/req" seconds "x bare" "without GC" "x bare" "gc cycles"
 bare="" bare_ngc="" bare_sse="" bare_sse_ngc=""
 for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact translated bare-sse embedded-sse embedded-all-headers-sse}; do
   json=$(body gpt-4o-mini)
@@ -131,7 +138,7 @@ for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact tra
     translated-sse) json=$(body claude-sonnet-4-5 '"stream":true,') r=$(count $p tg-bench-key "$dir/tollgate" serve --config bench/tollgate.yaml) ;;
     *) echo "bench: no row $p" >&2; exit 1 ;;
   esac
-  read -r per n busy idle secs ngc <<<"$r"
+  read -r per n busy idle secs ngc cycles <<<"$r"
   if [ "${p%-sse}" != "$p" ]; then
     bare_sse=${bare_sse:-$per} bare_sse_ngc=${bare_sse_ngc:-$ngc}
     base=$bare_sse base_ngc=$bare_sse_ngc
@@ -139,6 +146,6 @@ for p in ${ROWS:-bare embedded embedded-all-headers redis-leased redis-exact tra
     bare=${bare:-$per} bare_ngc=${bare_ngc:-$ngc}
     base=$bare base_ngc=$bare_ngc
   fi
-  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$base" -v ngc="$ngc" -v bngc="$base_ngc" 'BEGIN {
-    printf "%-26s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc }'
+  awk -v p="$p" -v per="$per" -v n="$n" -v busy="$busy" -v idle="$idle" -v s="$secs" -v bare="$base" -v ngc="$ngc" -v bngc="$base_ngc" -v cycles="$cycles" 'BEGIN {
+    printf "%-26s %12.0f %8d %14.0f %14.0f %8.1f %8.2f %14.0f %8.2f %10d\n", p, per, n, busy, idle, s, per / bare, ngc, ngc / bngc, cycles }'
 done

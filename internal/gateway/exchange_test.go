@@ -107,11 +107,12 @@ func TestExchangeEnds(t *testing.T) {
 	// not quiet. (The exchanges above, ended but not released, keep the
 	// looks 4 ms apart.)
 	slow := w.start(context.Background(), time.Hour)
-	time.Sleep(60 * time.Millisecond)
-	slow.stream(eofReader{}, 50*time.Millisecond)
-	time.Sleep(30 * time.Millisecond)
-	if slow.Err() != nil {
-		t.Fatalf("a stream cut %v after it began (idle timeout 50 ms): %v", 30*time.Millisecond, slow.Err())
+	time.Sleep(1200 * time.Millisecond)
+	began := time.Now()
+	slow.stream(eofReader{}, time.Second)
+	time.Sleep(100 * time.Millisecond) // some 25 looks
+	if err := slow.Err(); err != nil && time.Since(began) < time.Second {
+		t.Fatalf("a stream cut %v after it began (idle timeout 1 s): %v", time.Since(began), err)
 	}
 	slow.cut()
 	if !errors.Is(slow.Err(), context.Canceled) || slow.quieted() {
@@ -179,11 +180,13 @@ func TestExchangeChildren(t *testing.T) {
 // request waiting for its headers, and the read of an answer's body.
 func TestExchangeAbortsTheTransport(t *testing.T) {
 	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/body" {
 			rw.WriteHeader(200)
 			rw.(http.Flusher).Flush()
 		}
+		entered <- struct{}{}
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -195,16 +198,24 @@ func TestExchangeAbortsTheTransport(t *testing.T) {
 	for _, path := range []string{"/headers", "/body"} {
 		x := w.start(context.Background(), time.Hour)
 		req, _ := http.NewRequestWithContext(x, http.MethodGet, srv.URL+path, nil)
-		done := make(chan error, 1)
+		headers, done := make(chan struct{}), make(chan error, 1)
 		go func() {
 			resp, err := http.DefaultTransport.RoundTrip(req)
 			if err == nil {
+				close(headers)
 				_, err = io.ReadAll(resp.Body)
 				resp.Body.Close()
 			}
 			done <- err
 		}()
-		time.Sleep(20 * time.Millisecond)
+		<-entered // the server holds the request
+		if path == "/body" {
+			select { // and the client reads the body
+			case <-headers:
+			case err := <-done:
+				t.Fatalf("/body: no answer: %v", err)
+			}
+		}
 		w.release(x)
 		select {
 		case err := <-done:

@@ -213,11 +213,7 @@ func FuzzValidFind(f *testing.F) {
 		if !ok {
 			return
 		}
-		want := -1
-		if v := root(b).get(key); v.raw != "" {
-			want = v.at
-		}
-		if at != want {
+		if want := getAt(b, key); at != want {
 			t.Fatalf("validFind(%q, %q) found %d, get %d", b, key, at, want)
 		}
 	})
@@ -286,11 +282,7 @@ func FuzzTopMember(f *testing.F) {
 			_, _ = UsageFromJSON(b) // no panic
 			return
 		}
-		want := -1
-		if v := root(b).get(key); v.raw != "" {
-			want = v.at
-		}
-		if at != want {
+		if want := getAt(b, key); at != want {
 			t.Fatalf("topMember(%q, %q) = %d, get %d", b, key, at, want)
 		}
 		// The usage as read before: the whole body validated and the
@@ -305,4 +297,12 @@ func FuzzTopMember(f *testing.F) {
 			t.Fatalf("UsageFromJSON(%q) = %+v %v, validated first %+v %v", b, u, ok, wantU, wantOK)
 		}
 	})
+}
+
+// getAt is where get finds the value of b's top-level member key, or -1.
+func getAt(b []byte, key string) int {
+	if v := root(b).get(key); v.raw != "" {
+		return v.at
+	}
+	return -1
 }

@@ -24,6 +24,7 @@ import (
 // or whose stream went quiet; the transport's context finds it through
 // AfterFunc (context's afterFuncer), without a map or a goroutine.
 type exchange struct {
+	w        *watchdog // watching it
 	parent   context.Context
 	done     chan struct{}
 	deadline time.Time
@@ -163,7 +164,7 @@ const watchPeriod = 250 * time.Millisecond
 // may last timeout.
 func (w *watchdog) start(parent context.Context, timeout time.Duration) *exchange {
 	now := w.now()
-	x := &exchange{parent: parent, done: make(chan struct{}), deadline: now.Add(timeout), timeout: timeout}
+	x := &exchange{w: w, parent: parent, done: make(chan struct{}), deadline: now.Add(timeout), timeout: timeout}
 	w.mu.Lock()
 	x.next = w.head
 	if w.head != nil {
@@ -180,8 +181,9 @@ func (w *watchdog) start(parent context.Context, timeout time.Duration) *exchang
 }
 
 // release ends x and stops watching it.
-func (w *watchdog) release(x *exchange) {
+func (x *exchange) release() {
 	x.cut()
+	w := x.w
 	w.mu.Lock()
 	if x.prev != nil {
 		x.prev.next = x.next

@@ -19,7 +19,7 @@ func TestExchangeStreamQuiet(t *testing.T) {
 	const d = 100 * time.Millisecond
 	w := &watchdog{now: time.Now}
 	x := w.start(context.Background(), time.Hour)
-	defer w.release(x)
+	defer x.release()
 	pr, pw := io.Pipe()
 	body := x.stream(pr, d)
 	cut := make(chan time.Time, 1)
@@ -120,7 +120,7 @@ func TestExchangeEnds(t *testing.T) {
 	}
 
 	for _, x := range []*exchange{late, left, slow} {
-		w.release(x)
+		x.release()
 	}
 	w.mu.Lock()
 	head := w.head
@@ -147,7 +147,7 @@ func TestExchangeEnds(t *testing.T) {
 func TestExchangeChildren(t *testing.T) {
 	w := &watchdog{now: time.Now}
 	x := w.start(context.Background(), time.Hour)
-	defer w.release(x)
+	defer x.release()
 	a, cancelA := context.WithCancelCause(x)
 	b, cancelB := context.WithCancel(x)
 	defer cancelB()
@@ -216,7 +216,7 @@ func TestExchangeAbortsTheTransport(t *testing.T) {
 				t.Fatalf("/body: no answer: %v", err)
 			}
 		}
-		w.release(x)
+		x.release()
 		select {
 		case err := <-done:
 			if err == nil {

@@ -51,20 +51,16 @@ type attempt struct {
 	t    *target
 	resp *http.Response
 	x    *exchange // the exchange's context
-	w    *watchdog // watching x
 	err  error     // ErrUpstream, ErrUpstreamTimeout or ErrClientCanceled, with no response
 	sent time.Time
 }
-
-// release ends a's exchange.
-func (a *attempt) release() { a.w.release(a.x) }
 
 // send sends p's request to its deployment and reads the answer's
 // headers. It writes nothing to the client.
 func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t := p.dep.target
 	ctx := g.watch.start(rctx, t.timeout)
-	a := &attempt{t: t, x: ctx, w: &g.watch, sent: g.now()}
+	a := &attempt{t: t, x: ctx, sent: g.now()}
 	ep := p.req.Endpoint
 	if tr := p.prep.Translation; tr != nil {
 		ep = upstream.EndpointOf(tr.Upstream)
@@ -150,7 +146,7 @@ func (f *failure) Error() string {
 // fail ends a, backing its upstream off for a Retry-After, and keeps what
 // the client would have been told: the answer, in the client's wire.
 func (a *attempt) fail(p *plan) *failure {
-	defer a.release()
+	defer a.x.release()
 	if a.resp == nil {
 		return &failure{err: a.err}
 	}
@@ -220,7 +216,7 @@ func (f *failure) relay(w http.ResponseWriter) error {
 // 429 and a stream that stalls, context.Canceled when the client left.
 func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
 	t := p.dep.target
-	defer a.release()
+	defer a.x.release()
 	defer func() { t.series.Latency.Observe(g.now().Sub(a.sent).Seconds()) }()
 	if a.resp == nil {
 		if errors.Is(a.err, ErrClientCanceled) {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -68,27 +67,26 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	if served {
 		g.observeUsage(cl, u, actual)
 	}
-	// Typed attributes: the line is written at every request, and an
-	// untyped argument is boxed (an allocation) before it is written.
-	g.logLine(ctx, "request",
-		slog.String("request_id", cl.id), slog.String("org", cl.principal.Org), slog.String("team", cl.principal.Team), slog.String("key", cl.principal.Key),
-		slog.String("model", cl.model), slog.Bool("stream", cl.llm.Stream), slog.String("reservation", e.ReservationID), slog.String("outcome", outcome.String()),
-		slog.String("degraded", cl.degraded), slog.String("bypass", cl.bypass),
-		slog.Bool("served", served), slog.Int64("estimate_usd_micros", int64(cl.estimate.Cost)), slog.Int64("actual_usd_micros", int64(actual.Cost)),
-		slog.Int64("input_tokens", u.InputTokens), slog.Int64("output_tokens", u.OutputTokens), slog.Bool("usage_estimated", u.Estimated),
-		slog.Int64("duration_ms", g.now().Sub(cl.start).Milliseconds()))
-}
-
-// logLine logs an Info line: through our JSON handler directly where the
-// logger has it (no record built, and the attributes stay on the caller's
-// stack: the request line is written at every request), through the
-// Logger otherwise.
-func (g *Gateway) logLine(ctx context.Context, msg string, attrs ...slog.Attr) {
-	if h, ok := g.log.Handler().(*jsonlog.Handler); ok && h.LogLine(slog.LevelInfo, msg, attrs...) {
-		return
-	}
-	// A copy: the Logger's handler may keep what it is given.
-	g.log.LogAttrs(ctx, slog.LevelInfo, msg, slices.Clone(attrs)...)
+	// Field by field: the line is written at every request (see jsonlog.Line).
+	l := jsonlog.NewLine(ctx, g.log, slog.LevelInfo, "request")
+	l.String("request_id", cl.id)
+	l.String("org", cl.principal.Org)
+	l.String("team", cl.principal.Team)
+	l.String("key", cl.principal.Key)
+	l.String("model", cl.model)
+	l.Bool("stream", cl.llm.Stream)
+	l.String("reservation", e.ReservationID)
+	l.String("outcome", outcome.String())
+	l.String("degraded", cl.degraded)
+	l.String("bypass", cl.bypass)
+	l.Bool("served", served)
+	l.Int64("estimate_usd_micros", int64(cl.estimate.Cost))
+	l.Int64("actual_usd_micros", int64(actual.Cost))
+	l.Int64("input_tokens", u.InputTokens)
+	l.Int64("output_tokens", u.OutputTokens)
+	l.Bool("usage_estimated", u.Estimated)
+	l.Int64("duration_ms", g.now().Sub(cl.start).Milliseconds())
+	l.Write(ctx)
 }
 
 // settle charges cl's reservation the actual amounts and hands the ledger

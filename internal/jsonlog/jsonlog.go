@@ -74,24 +74,6 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	return err
 }
 
-// LogLine writes a line of level, msg and attrs at the current time, as
-// Handle writes the record a Logger would make of them — without the
-// record, and without the caller's program counter a Logger looks up for
-// it, which this handler never writes. ok is false where the line is not
-// one this handler writes itself (see appendLine): the caller then logs
-// it through its Logger.
-func (h *Handler) LogLine(level slog.Level, msg string, attrs ...slog.Attr) (ok bool) {
-	return h.lineAt(time.Now(), level, msg, attrs)
-}
-
-func (h *Handler) lineAt(t time.Time, level slog.Level, msg string, attrs []slog.Attr) (ok bool) {
-	if !h.Enabled(context.Background(), level) {
-		return true
-	}
-	ok, _ = h.writeLine(t, level, msg, attrs)
-	return ok
-}
-
 // writeLine writes the line of t, level, msg and attrs from a pooled
 // buffer, where this handler writes such a line (ok).
 func (h *Handler) writeLine(t time.Time, level slog.Level, msg string, attrs []slog.Attr) (ok bool, err error) {
@@ -192,6 +174,99 @@ func (h *Handler) appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
 		b = append(b, frac[:n]...)
 	}
 	return append(b, sec.zone...), true
+}
+
+// A Line is one log line built field by field: the line the gateway
+// writes at every request. Where the logger's handler is this package's,
+// each field is appended to the line as it comes — no attribute made, its
+// key written as it is; with any other handler the fields are gathered as
+// attributes and handed to the Logger. Keys are the caller's constants and
+// must be plain names (letters, digits, '_', '-', '.'), which JSON writes
+// unescaped; values are escaped as slog escapes them
+// (TestLineSameBytesAsSlog).
+type Line struct {
+	log   *slog.Logger
+	t     time.Time
+	level slog.Level
+	msg   string
+	bp    *[]byte // the pooled buffer, where the line is written here
+	b     []byte
+	attrs []slog.Attr // the fields, where it is not
+	off   bool        // the level is not logged
+}
+
+// NewLine starts a line of level and msg, at the current time, for log.
+func NewLine(ctx context.Context, log *slog.Logger, level slog.Level, msg string) Line {
+	return lineAt(ctx, log, time.Now(), level, msg)
+}
+
+func lineAt(ctx context.Context, log *slog.Logger, t time.Time, level slog.Level, msg string) Line {
+	if !log.Enabled(ctx, level) {
+		return Line{off: true}
+	}
+	l := Line{log: log, t: t, level: level, msg: msg}
+	if h, ok := log.Handler().(*Handler); ok {
+		bp := buffers.Get().(*[]byte)
+		b, ok := h.appendTime(append((*bp)[:0], `{"time":"`...), t)
+		if !ok { // a year RFC 3339 cannot write: slog's handler says so
+			buffers.Put(bp)
+			return l
+		}
+		b = append(append(append(b, `","level":"`...), level.String()...), `","msg":"`...)
+		l.bp, l.b = bp, append(appendEscaped(b, msg), '"')
+	}
+	return l
+}
+
+// String adds a string field.
+func (l *Line) String(key, v string) {
+	switch {
+	case l.bp != nil:
+		l.b = append(append(append(l.b, `,"`...), key...), `":"`...)
+		l.b = append(appendEscaped(l.b, v), '"')
+	case !l.off:
+		l.attrs = append(l.attrs, slog.String(key, v))
+	}
+}
+
+// Int64 adds an integer field.
+func (l *Line) Int64(key string, v int64) {
+	switch {
+	case l.bp != nil:
+		l.b = strconv.AppendInt(append(append(append(l.b, `,"`...), key...), `":`...), v, 10)
+	case !l.off:
+		l.attrs = append(l.attrs, slog.Int64(key, v))
+	}
+}
+
+// Bool adds a boolean field.
+func (l *Line) Bool(key string, v bool) {
+	switch {
+	case l.bp != nil:
+		l.b = strconv.AppendBool(append(append(append(l.b, `,"`...), key...), `":`...), v)
+	case !l.off:
+		l.attrs = append(l.attrs, slog.Bool(key, v))
+	}
+}
+
+// Write writes the line. The Line is spent.
+func (l *Line) Write(ctx context.Context) {
+	switch {
+	case l.bp != nil:
+		l.b = append(l.b, "}\n"...)
+		h := l.log.Handler().(*Handler)
+		_, _ = h.out.Write(l.b)
+		if cap(l.b) <= 64<<10 {
+			*l.bp = l.b
+			buffers.Put(l.bp)
+		}
+		l.bp, l.b = nil, nil
+	case !l.off:
+		r := slog.NewRecord(l.t, l.level, l.msg, 0)
+		r.AddAttrs(l.attrs...)
+		_ = l.log.Handler().Handle(ctx, r)
+	}
+	l.off = true
 }
 
 // appendEscaped appends s escaped as slog's JSON handler escapes strings.

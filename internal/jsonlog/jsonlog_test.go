@@ -31,7 +31,7 @@ func TestSameBytesAsSlog(t *testing.T) {
 	var want, got bytes.Buffer
 	ref := slog.NewJSONHandler(&want, nil)
 	h := New(&got)
-	fast := 0
+	fast, lines := 0, 0
 	for i := range 20000 {
 		tm := base.Add(time.Duration(rng.Int64N(int64(3 * time.Second)))).In(zones[rng.IntN(len(zones))])
 		switch rng.IntN(10) {
@@ -45,6 +45,9 @@ func TestSameBytesAsSlog(t *testing.T) {
 		r := slog.NewRecord(tm, slog.Level(rng.IntN(16)-4), str(), 0)
 		for range rng.IntN(25) {
 			key := str()
+			if rng.IntN(4) == 0 {
+				key = plainKeys[rng.IntN(len(plainKeys))]
+			}
 			if rng.IntN(100) != 0 {
 				key = "k" + key // an empty key now and then: slog's handler writes it
 			}
@@ -84,18 +87,43 @@ func TestSameBytesAsSlog(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Fatalf("record %d:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
 		}
-		// The same line from the attributes alone, as LogLine writes it.
+		// The same line from the attributes alone, as appendLine writes it.
 		var attrs []slog.Attr
 		r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
 		if b, ok := h.appendLine(nil, r.Time, r.Level, r.Message, attrs); ok && len(b) > 0 {
 			fast++
 		}
-		got.Reset()
-		if ok := h.lineAt(tm, r.Level, r.Message, attrs); ok != (got.Len() > 0 || r.Level < slog.LevelInfo) {
-			t.Fatalf("record %d: lineAt says %v and wrote %q", i, ok, got.Bytes())
-		} else if ok && r.Level >= slog.LevelInfo && !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Fatalf("record %d from its attributes:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
+		// And built field by field as a Line, where its keys are plain
+		// and its values of a Line's kinds.
+		if tm.IsZero() || !lineable(attrs) {
+			continue
 		}
+		lines++
+		got.Reset()
+		l := lineAt(context.Background(), slog.New(h), tm, r.Level, r.Message)
+		for _, a := range attrs {
+			switch a.Value.Kind() {
+			case slog.KindString:
+				l.String(a.Key, a.Value.String())
+			case slog.KindInt64:
+				l.Int64(a.Key, a.Value.Int64())
+			case slog.KindBool:
+				l.Bool(a.Key, a.Value.Bool())
+			}
+		}
+		l.Write(context.Background())
+		if r.Level < slog.LevelInfo {
+			if got.Len() != 0 {
+				t.Fatalf("record %d: a line below Info was written: %s", i, got.Bytes())
+			}
+			continue
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Fatalf("record %d as a Line:\n got %s\nwant %s", i, got.Bytes(), want.Bytes())
+		}
+	}
+	if lines < 1000 {
+		t.Errorf("only %d records were written as Lines", lines)
 	}
 	if fast < 15000 {
 		t.Errorf("only %d of 20,000 records took the fast path", fast)
@@ -118,17 +146,69 @@ func TestDerivedAndDisabled(t *testing.T) {
 	}
 }
 
-// TestLogLineAllocatesNothing: the request line is written at every
-// request; building it takes no allocation of its own (the buffer is
-// pooled, the attributes are read in place).
-func TestLogLineAllocatesNothing(t *testing.T) {
-	h := New(io.Discard)
+// plainKeys are keys a Line writes as they are.
+var plainKeys = []string{"request_id", "usage_estimated", "a", "k-1.2", "X_Y"}
+
+// lineable reports whether attrs can be written as a Line: plain keys,
+// and strings, integers and booleans.
+func lineable(attrs []slog.Attr) bool {
+	for _, a := range attrs {
+		switch a.Value.Kind() {
+		case slog.KindString, slog.KindInt64, slog.KindBool:
+		default:
+			return false
+		}
+		if a.Key == "" {
+			return false
+		}
+		for _, c := range []byte(a.Key) {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestLineAllocatesNothing: the request line is written at every request;
+// building it takes no allocation of its own (the buffer is pooled, the
+// fields are appended as they come).
+func TestLineAllocatesNothing(t *testing.T) {
+	log := slog.New(New(io.Discard))
 	n := testing.AllocsPerRun(1000, func() {
-		h.LogLine(slog.LevelInfo, "request", slog.String("request_id", "R1"), slog.Int64("actual_usd_micros", 32),
-			slog.Bool("served", true), slog.String("model", "gpt\n4o"), slog.Uint64("n", 7), slog.Duration("d", time.Second))
+		l := NewLine(context.Background(), log, slog.LevelInfo, "request")
+		l.String("request_id", "R1")
+		l.Int64("actual_usd_micros", 32)
+		l.Bool("served", true)
+		l.String("model", "gpt\n4o")
+		l.Write(context.Background())
 	})
 	if n != 0 {
-		t.Fatalf("LogLine allocates %v times a line", n)
+		t.Fatalf("a Line allocates %v times", n)
+	}
+}
+
+// TestLineThroughAnotherHandler: with a handler not of this package, a
+// Line's fields reach it as attributes of a record at the line's time; a
+// level it does not log writes nothing.
+func TestLineThroughAnotherHandler(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	tm := time.Date(2026, 12, 2, 1, 2, 3, 4000, time.UTC)
+	l := lineAt(context.Background(), log, tm, slog.LevelInfo, "request")
+	l.String("team", "search team")
+	l.Int64("input_tokens", 28)
+	l.Bool("served", true)
+	l.Write(context.Background())
+	if want := "time=2026-12-02T01:02:03.000Z level=INFO msg=request team=\"search team\" input_tokens=28 served=true\n"; out.String() != want {
+		t.Fatalf("got %q\nwant %q", out.String(), want)
+	}
+	out.Reset()
+	l = NewLine(context.Background(), log, slog.LevelDebug, "hidden")
+	l.String("k", "v")
+	l.Write(context.Background())
+	if out.Len() != 0 {
+		t.Fatalf("a Debug line was written: %q", out.String())
 	}
 }
 
@@ -156,5 +236,33 @@ func TestEscapedEveryByteEveryPlace(t *testing.T) {
 				t.Fatalf("byte %#x at %d: got %s, want %s", c, place, got, want.Bytes())
 			}
 		}
+	}
+}
+
+// BenchmarkRequestLine is the gateway's request line (internal/gateway's
+// finish): seventeen attributes, written at every request.
+func BenchmarkRequestLine(b *testing.B) {
+	log := slog.New(New(io.Discard))
+	ctx := context.Background()
+	for b.Loop() {
+		l := NewLine(ctx, log, slog.LevelInfo, "request")
+		l.String("request_id", "7GTKKOERS7URLNS4EQLN")
+		l.String("org", "acme")
+		l.String("team", "search")
+		l.String("key", "bench")
+		l.String("model", "gpt-4o-mini")
+		l.Bool("stream", false)
+		l.String("reservation", "r-7GTKKOERS7URLNS4EQLN")
+		l.String("outcome", "settled")
+		l.String("degraded", "")
+		l.String("bypass", "")
+		l.Bool("served", true)
+		l.Int64("estimate_usd_micros", 38)
+		l.Int64("actual_usd_micros", 32)
+		l.Int64("input_tokens", 28)
+		l.Int64("output_tokens", 50)
+		l.Bool("usage_estimated", false)
+		l.Int64("duration_ms", 3)
+		l.Write(ctx)
 	}
 }

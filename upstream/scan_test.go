@@ -100,6 +100,29 @@ func TestValidJSONStrings(t *testing.T) {
 	}
 }
 
+// TestQuoteAfter: over valid strings with quotes and runs of backslashes
+// at each place of the first words, and text after the closing quote that
+// holds more of them, quoteAfter ends each where stringEnd does.
+func TestQuoteAfter(t *testing.T) {
+	for n := range 18 {
+		for _, c := range []string{``, `\"`, `\\`, `\\\"`, `\n`, `\u0022`} {
+			for _, after := range []string{``, `"`, `\"x"`, `,"k":"v"}`, `  `} {
+				for _, pad := range []int{0, 3, 11} {
+					body := strings.Repeat("a", n) + c + strings.Repeat("b", pad)
+					s := `"` + body + `"` + after
+					want := stringEnd(s, 1)
+					if want != len(body)+2 {
+						t.Fatalf("stringEnd(%q) = %d: not a valid string", s, want)
+					}
+					if got := quoteAfter(s, 1); got != want {
+						t.Errorf("quoteAfter(%q) = %d, want %d", s, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // FuzzMayHoldUsage: a chunk whose usage the full parse finds is never
 // passed over by the quick test.
 func FuzzMayHoldUsage(f *testing.F) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tollgate-dev/tollgate/internal/jsonx"
 	"github.com/tollgate-dev/tollgate/tokenizer"
@@ -165,23 +166,24 @@ type member struct {
 // raw value is a slice of body; nothing is copied or decoded that the
 // estimate does not read.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {
-	top := root(body)
-	if !validJSON(body) || !top.isObject() {
+	r := &Request{Endpoint: e, raw: body}
+	r.members, r.fields = r.memberBuf[:0], r.fieldBuf[:0]
+	// The validating scan notes the top-level members as it passes them.
+	if len(body) == 0 || !root(body).isObject() || !validTop(unsafe.String(&body[0], len(body)), &r.members) {
 		return nil, badRequest("", "the body is not a JSON object")
 	}
 	s, ok := shapes[e]
 	if !ok {
 		return nil, fmt.Errorf("upstream: no shape for endpoint %v", e)
 	}
-	r := &Request{Endpoint: e, raw: body}
-	r.members, r.fields = r.memberBuf[:0], r.fieldBuf[:0]
-	for k, v := range top.members() {
-		key, err := s.member(k, v, "", -1)
+	text := unsafe.String(&body[0], len(body))
+	for i := range r.members {
+		m := &r.members[i]
+		key, err := s.member(jnode{text[m.keyFrom:m.keyTo], m.keyFrom}, jnode{text[m.from:m.to], m.from}, "", -1)
 		if err != nil {
 			return nil, err
 		}
-		m := member{key: key, keyFrom: k.at, keyTo: k.at + len(k.raw), from: v.at, to: v.at + len(v.raw)}
-		r.members = append(r.members, m)
+		m.key = key
 		// A later duplicate wins, as encoding/json reads it: the earlier
 		// one is not forwarded (see body).
 		if r.fields.put(key, body[m.from:m.to:m.to]) {

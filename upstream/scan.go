@@ -33,7 +33,19 @@ func validJSON(b []byte) bool {
 // validFind is validJSON on text that also finds, on the way, the value of the
 // first top-level member named key (as get would): at is its offset, or
 // -1.
-func validFind(s, key string) (ok bool, at int) {
+func validFind(s, key string) (ok bool, at int) { return validScan(s, key, nil) }
+
+// validTop is validJSON on text that also appends to top, on the way, the
+// offsets of each top-level member's key and value where s is an object
+// (what members would yield, without walking the body again). Its
+// members' key is left empty.
+func validTop(s string, top *[]member) bool {
+	ok, _ := validScan(s, "", top)
+	return ok
+}
+
+// validScan is validFind and validTop: top may be nil.
+func validScan(s, key string, top *[]member) (ok bool, at int) {
 	at = -1
 	// objects: bit d is set where the container at depth d is an object.
 	var objects [maxDepth/64 + 1]uint64
@@ -65,8 +77,13 @@ func validFind(s, key string) (ok bool, at int) {
 				if i = memberValue(s, i); i < 0 {
 					return false, -1
 				}
-				if depth == 1 && at < 0 && key != "" && isKey(s[k:i], key) {
-					at = i
+				if depth == 1 {
+					if at < 0 && key != "" && isKey(s[k:i], key) {
+						at = i
+					}
+					if top != nil {
+						*top = append(*top, member{keyFrom: k, keyTo: quoteAfter(s, k+1), from: i, to: -1})
+					}
 				}
 			}
 			continue // its first value
@@ -96,6 +113,9 @@ func validFind(s, key string) (ok bool, at int) {
 		}
 		// A value ended at i: close what it ends, up to the next value.
 		for {
+			if depth == 1 && top != nil && len(*top) > 0 && (*top)[len(*top)-1].to < 0 {
+				(*top)[len(*top)-1].to = i // a top-level member's value
+			}
 			i = ws(s, i)
 			if depth == 0 {
 				if i != len(s) {
@@ -116,8 +136,13 @@ func validFind(s, key string) (ok bool, at int) {
 					if i = memberValue(s, i); i < 0 {
 						return false, -1
 					}
-					if depth == 1 && at < 0 && key != "" && isKey(s[k:i], key) {
-						at = i
+					if depth == 1 {
+						if at < 0 && key != "" && isKey(s[k:i], key) {
+							at = i
+						}
+						if top != nil {
+							*top = append(*top, member{keyFrom: k, keyTo: quoteAfter(s, k+1), from: i, to: -1})
+						}
 					}
 				}
 				break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,6 +223,7 @@ func FuzzValidFind(f *testing.F) {
 		`{"id":"x","choices":[{"message":{"usage":1}}],"usage":{"prompt_tokens":1}}`,
 		`{"usag\u0065" : {"a":1}, "usage":2}`, `{"usage":null}`, `[{"usage":1}]`, `{"a":{"usage":1}}`,
 		`{"a:usage" :1,"usage"  :  [1]}`, `{"usage":1`, `"usage"`,
+		` { "a" : { "b" : [ 1 , { } ] } , "c":"\"}" ,"d":-1.5e3} `, `{}`, `[]`, `{"a":[]}`,
 	} {
 		f.Add([]byte(s), "usage")
 	}
@@ -238,6 +240,18 @@ func FuzzValidFind(f *testing.F) {
 		}
 		if want := getAt(b, key); at != want {
 			t.Fatalf("validFind(%q, %q) found %d, get %d", b, key, at, want)
+		}
+		// validTop notes the members that members walks.
+		var top []member
+		if !validTop(string(b), &top) {
+			t.Fatalf("validTop(%q) refused what validFind accepted", b)
+		}
+		var want []member
+		for k, v := range root(b).members() {
+			want = append(want, member{keyFrom: k.at, keyTo: k.at + len(k.raw), from: v.at, to: v.at + len(v.raw)})
+		}
+		if !slices.Equal(top, want) {
+			t.Fatalf("validTop(%q) noted %v, members %v", b, top, want)
 		}
 	})
 }

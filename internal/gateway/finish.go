@@ -97,9 +97,9 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 func (g *Gateway) settle(ctx context.Context, cl *Call, e *budget.Entry, actual budget.Amounts) budget.Outcome {
 	var outcome budget.Outcome
 	if cl.reservation != nil {
-		g.holds.observe(g.now().Sub(cl.reservedAt))
-		e.ReservationID = cl.reservation.ID
 		start := g.now()
+		g.holds.observe(start.Sub(cl.reservedAt))
+		e.ReservationID = cl.reservation.ID
 		var err error
 		outcome, err = cl.engine.SettleEntry(ctx, cl.reservation, actual, e)
 		g.metrics.SettleLatency.Observe(g.now().Sub(start).Seconds())

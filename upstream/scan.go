@@ -156,34 +156,115 @@ func validScan(s, key string, top *[]member) (ok bool, at int) {
 	}
 }
 
-// topMember is where the value of the first top-level member of s named
-// key starts, or -1. s is not validated: the walk reads the top level's
-// keys and skips their values, reads any bytes without panicking, and
-// where s is valid JSON finds what get finds (FuzzTopMember).
-func topMember(s, key string) int {
-	i := ws(s, 0)
-	if i >= len(s) || s[i] != '{' {
+// lastMember is where the value of the last top-level member of s named
+// key starts and ends (s[from:to]), or -1, -1. s is not validated: the walk
+// goes back from the end, member by member, over the top level's values —
+// an answer's usage is among its last members, after the choices or
+// content a walk from the start must pass over —, reads any bytes without
+// panicking, and where s is valid JSON finds the member encoding/json
+// takes, the last of its name (FuzzLastMember).
+func lastMember(s, key string) (from, to int) {
+	open := ws(s, 0)
+	i := wsBack(s, len(s))
+	if open >= len(s) || s[open] != '{' || i <= open+1 || s[i-1] != '}' {
+		return -1, -1
+	}
+	lo := open + 1 // nothing of a member lies before it
+	for i--; ; {
+		end := wsBack(s, i)
+		if end <= lo {
+			return -1, -1 // the first member passed, or an empty object
+		}
+		start := valueStart(s, lo, end)
+		c := wsBack(s, max(start, lo))
+		if start < lo || c <= lo || s[c-1] != ':' {
+			return -1, -1
+		}
+		k := wsBack(s, c-1)
+		if k <= lo || s[k-1] != '"' {
+			return -1, -1
+		}
+		q := quoteBefore(s, lo, k-1)
+		if q < 0 {
+			return -1, -1
+		}
+		if name := s[q+1 : k-1]; name == key || strings.IndexByte(name, '\\') >= 0 && keyName(jnode{raw: s[q:k]}) == key {
+			return start, end
+		}
+		p := wsBack(s, q)
+		if p <= lo {
+			return -1, -1 // the first member: key is not one
+		}
+		if s[p-1] != ',' {
+			return -1, -1
+		}
+		i = p - 1
+	}
+}
+
+// wsBack is where the whitespace that ends at i starts.
+func wsBack(s string, i int) int {
+	for i > 0 && s[i-1] <= ' ' && (s[i-1] == ' ' || s[i-1] == '\n' || s[i-1] == '\r' || s[i-1] == '\t') {
+		i--
+	}
+	return i
+}
+
+// valueStart is where the value that ends at end (exclusive) starts, no
+// earlier than lo; below lo where it has no start there.
+func valueStart(s string, lo, end int) int {
+	switch s[end-1] {
+	case '"':
+		return quoteBefore(s, lo, end-1)
+	case '}', ']':
+		depth := 0
+		for j := end - 1; j >= lo; j-- {
+			switch s[j] {
+			case '"':
+				if j = quoteBefore(s, lo, j); j < 0 {
+					return -1
+				}
+			case '}', ']':
+				depth++
+			case '{', '[':
+				if depth--; depth == 0 {
+					return j
+				}
+			}
+		}
 		return -1
 	}
-	for i = ws(s, i+1); i < len(s) && s[i] == '"'; {
-		k := i
-		e := quoteAfter(s, i+1)
-		if i = ws(s, e); i >= len(s) || s[i] != ':' {
-			return -1 // (also where the key's string never closes)
+	j := end - 1
+	for j > lo {
+		switch s[j-1] {
+		case ',', ':', '[', '{', ' ', '\n', '\r', '\t':
+			return j
 		}
-		v := ws(s, i+1)
-		if v >= len(s) {
-			return -1
-		}
-		if name := s[k+1 : e-1]; name == key || strings.IndexByte(name, '\\') >= 0 && keyName(jnode{raw: s[k:e]}) == key {
-			return v
-		}
-		if i = ws(s, skip(s, v)); i >= len(s) || s[i] != ',' {
-			return -1
-		}
-		i = ws(s, i+1)
+		j--
 	}
-	return -1
+	return j
+}
+
+// quoteBefore is the index of the quote that opens the string closed by
+// the quote at q, no earlier than lo, or -1: a quote is a string's
+// delimiter where an even run of backslashes precedes it (none, in JSON,
+// outside strings).
+func quoteBefore(s string, lo, q int) int {
+	for {
+		j := strings.LastIndexByte(s[lo:q], '"')
+		if j < 0 {
+			return -1
+		}
+		j += lo
+		k := j
+		for k > lo && s[k-1] == '\\' {
+			k--
+		}
+		if (j-k)%2 == 0 {
+			return j
+		}
+		q = j
+	}
 }
 
 // isKey reports whether m, a member's key, colon and the space around

@@ -294,16 +294,17 @@ func TestReleasedMeterStartsAfresh(t *testing.T) {
 	}
 }
 
-// FuzzTopMember: the top-level walk over an answer reads any bytes
-// without panicking and answers an offset inside them or -1; over valid
-// JSON it finds what get finds, and the usage read through it is the
-// usage read from the whole body validated first (as it was read before).
-func FuzzTopMember(f *testing.F) {
+// FuzzLastMember: over any bytes lastMember stays in the text and
+// UsageFromJSON does not panic; over valid JSON it finds the member
+// encoding/json takes (the last of its name), and UsageFromJSON reads the
+// usage encoding/json's decoding of the whole body would.
+func FuzzLastMember(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"x","choices":[{"message":{"usage":1}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
 		`{"usag\u0065" : {"prompt_tokens":3}, "usage":2}`, `{"usage":null}`, `[{"usage":1}]`, `{"a":{"usage":1}}`,
 		`{"a:usage" :1,"usage"  :  {"prompt_tokens":4}}`, `{"usage":{"prompt_tokens":1`, `"usage"`, `{"a":"\"usage\":{}","usage":{}}`,
 		`{"a":[1,{"b":"]}"}],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":1}}}`, `{"a" "usage"}`, `{"x\`,
+		`{"usage":{"prompt_tokens":1},"b":"\\\\\"}\\","c":[{},[]],"d":-1.5e3,"e":true,"f":null}`, ` { "usage" : { } } `, `{}`, `{"usage":{"prompt_tokens":1}, "usage":{"prompt_tokens":2}}`,
 	} {
 		f.Add([]byte(s), "usage")
 	}
@@ -311,27 +312,35 @@ func FuzzTopMember(f *testing.F) {
 		if len(b) == 0 || key == "" {
 			return
 		}
-		at := topMember(string(b), key)
-		if at < -1 || at >= len(b) {
-			t.Fatalf("topMember(%q, %q) = %d, outside the text", b, key, at)
+		from, to := lastMember(string(b), key)
+		if from < -1 || to > len(b) || from > to || (from < 0) != (to < 0) {
+			t.Fatalf("lastMember(%q, %q) = %d, %d: outside the text", b, key, from, to)
 		}
 		if !json.Valid(b) {
 			_, _ = UsageFromJSON(b) // no panic
 			return
 		}
-		if want := getAt(b, key); at != want {
-			t.Fatalf("topMember(%q, %q) = %d, get %d", b, key, at, want)
+		var m map[string]json.RawMessage
+		wantFrom := -1
+		if json.Unmarshal(b, &m) == nil {
+			if v, ok := m[key]; ok {
+				wantFrom = from // the text is checked below
+				if from < 0 || string(b[from:to]) != string(v) {
+					t.Fatalf("lastMember(%q, %q) = %q, encoding/json %q", b, key, b[max(from, 0):max(to, 0)], v)
+				}
+			}
 		}
-		// The usage as read before: the whole body validated and the
-		// member found in one pass.
+		if from != wantFrom {
+			t.Fatalf("lastMember(%q, %q) = %d, encoding/json has no such member", b, key, from)
+		}
 		var wantU budget.Usage
 		wantOK := false
-		if _, at := validFind(string(b), "usage"); at >= 0 && b[at] == '{' {
-			u, err := decodeUsage(jnode{string(b[at:skip(string(b), at)]), at})
+		if v, ok := m["usage"]; ok && v[0] == '{' {
+			u, err := decodeUsage(jnode{string(v), 0})
 			wantU, wantOK = u, err == nil
 		}
 		if u, ok := UsageFromJSON(b); u != wantU || ok != wantOK {
-			t.Fatalf("UsageFromJSON(%q) = %+v %v, validated first %+v %v", b, u, ok, wantU, wantOK)
+			t.Fatalf("UsageFromJSON(%q) = %+v %v, encoding/json's member %+v %v", b, u, ok, wantU, wantOK)
 		}
 	})
 }

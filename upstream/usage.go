@@ -59,22 +59,24 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 // false when the body reports no valid usage.
 //
 // Only the usage object is validated and decoded. The rest of the body —
-// it may be megabytes of embeddings — is walked at its top level only:
-// its text is the upstream's encoder's, and what a client sent lies inside
-// its strings, escaped, where no walk can mistake it for a member. (The
-// whole body was validated before: two thirds of the instructions of
-// reading a chat answer's usage, for a check whose failure changed only
-// which usage a malformed answer was charged.)
+// it may be megabytes of embeddings — is walked at its top level only,
+// from its end (see lastMember): its text is the upstream's encoder's,
+// and what a client sent lies inside its strings, escaped, where no walk
+// can mistake it for a member. Where the body names usage twice, the last
+// is read, as encoding/json (and so a Go client) reads it. (The whole body
+// was validated before: two thirds of the instructions of reading a chat
+// answer's usage, for a check whose failure changed only which usage a
+// malformed answer was charged.)
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
 	if len(body) == 0 {
 		return budget.Usage{}, false
 	}
 	s := unsafe.String(&body[0], len(body))
-	at := topMember(s, "usage")
+	at, end := lastMember(s, "usage")
 	if at < 0 || s[at] != '{' {
 		return budget.Usage{}, false
 	}
-	raw := s[at:skip(s, at)]
+	raw := s[at:end]
 	if ok, _ := validFind(raw, ""); !ok {
 		return budget.Usage{}, false
 	}

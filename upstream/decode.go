@@ -24,26 +24,39 @@ import (
 func decodeMessages(raw []byte) ([]chatMessage, bool) { return decodeArray(raw, decodeMessage) }
 
 // decodeArray is json.Unmarshal(raw, &out) for an array each of whose
-// elements decode reads (ok false: encoding/json decides). The elements
-// are counted first: grown by append, the slice was a few allocations and
-// copies of every element so far; the count is a skip over text already
-// validated.
+// elements decode reads (ok false: encoding/json decides). The slice is
+// one allocation of the right size: the first elements are decoded onto
+// the stack, and only an array longer than that is counted first (a walk
+// over every element, which a short array — most requests' — is spared).
 func decodeArray[T any](raw []byte, decode func(jnode) (T, bool)) ([]T, bool) {
 	v := root(raw)
 	if !v.isArray() {
 		return nil, false
 	}
+	var first [4]T
 	n := 0
-	for range v.elements() {
-		n++
-	}
-	out := make([]T, 0, n)
+	var out []T
 	for item := range v.elements() {
 		e, ok := decode(item)
 		if !ok {
 			return nil, false
 		}
-		out = append(out, e)
+		switch {
+		case out != nil:
+			out = append(out, e)
+		case n < len(first):
+			first[n] = e
+			n++
+		default: // a fifth: count them all
+			count := 0
+			for range v.elements() {
+				count++
+			}
+			out = append(append(make([]T, 0, count), first[:n]...), e)
+		}
+	}
+	if out == nil {
+		out = append(make([]T, 0, n), first[:n]...)
 	}
 	return out, true
 }

@@ -235,13 +235,10 @@ func (a *anthropicUsage) usage() (budget.Usage, error) {
 }
 
 // UsageFromAnthropicJSON extracts the usage of a non-streaming Messages
-// response.
+// response, read as UsageFromJSON reads OpenAI's.
 func UsageFromAnthropicJSON(body []byte) (budget.Usage, bool) {
-	if !validJSON(body) {
-		return budget.Usage{}, false
-	}
-	raw := root(body).get("usage")
-	if !raw.isObject() {
+	raw, ok := usageObject(body)
+	if !ok {
 		return budget.Usage{}, false
 	}
 	var a anthropicUsage

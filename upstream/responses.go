@@ -129,8 +129,13 @@ func responsesUsageAt(data []byte, path string) (budget.Usage, bool) {
 	if !raw.IsObject() {
 		return budget.Usage{}, false
 	}
+	return responsesUsageOf(raw.Raw)
+}
+
+// responsesUsageOf decodes a Responses usage object.
+func responsesUsageOf(raw string) (budget.Usage, bool) {
 	var ru responsesUsage
-	if err := json.Unmarshal([]byte(raw.Raw), &ru); err != nil {
+	if err := json.Unmarshal([]byte(raw), &ru); err != nil {
 		return budget.Usage{}, false
 	}
 	u, err := ru.usage()
@@ -140,8 +145,9 @@ func responsesUsageAt(data []byte, path string) (budget.Usage, bool) {
 // UsageFromResponsesJSON extracts the usage of a non-streaming Responses
 // API response.
 func UsageFromResponsesJSON(body []byte) (budget.Usage, bool) {
-	if !validJSON(body) {
+	raw, ok := usageObject(body)
+	if !ok {
 		return budget.Usage{}, false
 	}
-	return responsesUsageAt(body, "usage")
+	return responsesUsageOf(raw.raw)
 }

@@ -68,20 +68,31 @@ func (w *wireUsage) usage() (budget.Usage, error) {
 // answer's usage, for a check whose failure changed only which usage a
 // malformed answer was charged.)
 func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
-	if len(body) == 0 {
+	raw, ok := usageObject(body)
+	if !ok {
 		return budget.Usage{}, false
+	}
+	u, err := decodeUsage(raw)
+	return u, err == nil
+}
+
+// usageObject is the value of body's last top-level member named usage
+// (see lastMember), where it is an object and valid JSON: what each
+// provider's non-streamed answer reports its usage in.
+func usageObject(body []byte) (jnode, bool) {
+	if len(body) == 0 {
+		return jnode{}, false
 	}
 	s := unsafe.String(&body[0], len(body))
 	at, end := lastMember(s, "usage")
 	if at < 0 || s[at] != '{' {
-		return budget.Usage{}, false
+		return jnode{}, false
 	}
 	raw := s[at:end]
 	if ok, _ := validFind(raw, ""); !ok {
-		return budget.Usage{}, false
+		return jnode{}, false
 	}
-	u, err := decodeUsage(jnode{raw, at})
-	return u, err == nil
+	return jnode{raw, at}, true
 }
 
 // decodeUsage reads an OpenAI usage object (raw, valid JSON). Its common

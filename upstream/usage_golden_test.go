@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream"
 )
 
@@ -71,5 +72,40 @@ func TestUsageGolden(t *testing.T) {
 				t.Fatalf("usage of %s:\n got: %s\nwant: %s", f, got, want)
 			}
 		})
+	}
+}
+
+// TestUsageReadAlike: the non-streamed answers of OpenAI's chat, its
+// Responses API and Anthropic's Messages are read alike: the last usage
+// member of the top level (the one encoding/json decodes), validated on
+// its own, whatever else the body holds; none where it is not an object.
+func TestUsageReadAlike(t *testing.T) {
+	readers := map[string]struct {
+		read  func([]byte) (budget.Usage, bool)
+		usage func(in, out int) string
+	}{
+		"chat":      {upstream.UsageFromJSON, func(in, out int) string { return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d}`, in, out) }},
+		"responses": {upstream.UsageFromResponsesJSON, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
+		"messages":  {upstream.UsageFromAnthropicJSON, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
+	}
+	for name, r := range readers {
+		for _, c := range []struct {
+			body    string
+			in, out int64
+			ok      bool
+		}{
+			{`{"id":"a","usage":` + r.usage(1, 2) + `}`, 1, 2, true},
+			{`{"usage":` + r.usage(1, 2) + `,"text":"\"usage\":` + strings.ReplaceAll(r.usage(9, 9), `"`, `\"`) + `","usage":` + r.usage(3, 4) + ` } `, 3, 4, true},
+			{`{"content":[{"text":"}]"}],"usage":` + r.usage(5, 6) + `,"stop":null}`, 5, 6, true},
+			{`{"content":[1,,],"usage":` + r.usage(7, 8) + `}`, 7, 8, true}, // the rest of the body is not validated
+			{`{"usage":` + r.usage(1, 2) + `,"usage":null}`, 0, 0, false},
+			{`{"usage":{"input_tokens":1,}}`, 0, 0, false},
+			{`[{"usage":` + r.usage(1, 2) + `}]`, 0, 0, false},
+		} {
+			u, ok := r.read([]byte(c.body))
+			if ok != c.ok || ok && (u.InputTokens != c.in || u.OutputTokens != c.out) {
+				t.Errorf("%s: %s read as %+v %v, want %d in, %d out, %v", name, c.body, u, ok, c.in, c.out, c.ok)
+			}
+		}
 	}
 }

@@ -58,7 +58,8 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 	}
 	debits := make([]Debit, len(limits))
 	shard := 0
-	for i, l := range limits {
+	for i := range limits {
+		l := &limits[i] // read in place: a Limit is some twenty words
 		if err := l.Validate(); err != nil {
 			return nil, Result{Decider: -1}, err
 		}
@@ -82,7 +83,7 @@ func (e *Engine) ReserveFor(ctx context.Context, limits []Limit, est Amounts, en
 		if l.Kind == Concurrency {
 			amount = 1
 		}
-		debits[i] = Debit{Limit: l, Amount: amount}
+		debits[i] = Debit{Limit: *l, Amount: amount}
 	}
 	id := reservationID(limits)
 	r := &Reservation{ID: id, Debits: debits, Lease: e.lease, Entry: entry}

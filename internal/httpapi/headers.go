@@ -90,7 +90,14 @@ func writeLimitHeaders(h http.Header, limits []budget.Limit, res budget.Result, 
 	}
 	// The keys are written in canonical form, which saves Set
 	// re-canonicalising them.
-	hs := httpx.NewHeaders(h, 10)
+	room := 2 // the values set below, in one allocation
+	if decider {
+		room += 4
+	}
+	if tightest >= 0 {
+		room += 4
+	}
+	hs := httpx.NewHeaders(h, room)
 	hs.Set("Ratelimit-Policy", pol.value)
 	hs.Set("Ratelimit", value(0))
 	v := 1

@@ -157,7 +157,7 @@ func validScan(s, key string, top *[]member) (ok bool, at int) {
 }
 
 // lastMember is where the value of the last top-level member of s named
-// key starts and ends (s[from:to]), or -1, -1. s is not validated: the walk
+// key (valid UTF-8) starts and ends (s[from:to]), or -1, -1. s is not validated: the walk
 // goes back from the end, member by member, over the top level's values —
 // an answer's usage is among its last members, after the choices or
 // content a walk from the start must pass over —, reads any bytes without

@@ -82,11 +82,16 @@ func (h *Handler) writeLine(t time.Time, level slog.Level, msg string, attrs []s
 	if ok {
 		_, err = h.out.Write(b)
 	}
+	putBuffer(bp, b)
+	return ok, err
+}
+
+// putBuffer hands b, grown from *bp, back to the pool.
+func putBuffer(bp *[]byte, b []byte) {
 	if cap(b) <= 64<<10 { // a buffer grown past that is not worth keeping
 		*bp = b
 		buffers.Put(bp)
 	}
-	return ok, err
 }
 
 // appendLine appends the line of a record of t, level, msg and attrs; ok
@@ -182,10 +187,11 @@ func (h *Handler) appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
 // key written as it is; with any other handler the fields are gathered as
 // attributes and handed to the Logger. Keys are the caller's constants and
 // must be plain names (letters, digits, '_', '-', '.'), which JSON writes
-// unescaped; values are escaped as slog escapes them
-// (TestLineSameBytesAsSlog).
+// unescaped; values are escaped as slog escapes them (TestSameBytesAsSlog
+// writes its records as Lines too).
 type Line struct {
 	log   *slog.Logger
+	h     *Handler // the logger's, where the line is written here
 	t     time.Time
 	level slog.Level
 	msg   string
@@ -213,7 +219,7 @@ func lineAt(ctx context.Context, log *slog.Logger, t time.Time, level slog.Level
 			return l
 		}
 		b = append(append(append(b, `","level":"`...), level.String()...), `","msg":"`...)
-		l.bp, l.b = bp, append(appendEscaped(b, msg), '"')
+		l.h, l.bp, l.b = h, bp, append(appendEscaped(b, msg), '"')
 	}
 	return l
 }
@@ -254,12 +260,8 @@ func (l *Line) Write(ctx context.Context) {
 	switch {
 	case l.bp != nil:
 		l.b = append(l.b, "}\n"...)
-		h := l.log.Handler().(*Handler)
-		_, _ = h.out.Write(l.b)
-		if cap(l.b) <= 64<<10 {
-			*l.bp = l.b
-			buffers.Put(l.bp)
-		}
+		_, _ = l.h.out.Write(l.b)
+		putBuffer(l.bp, l.b)
 		l.bp, l.b = nil, nil
 	case !l.off:
 		r := slog.NewRecord(l.t, l.level, l.msg, 0)

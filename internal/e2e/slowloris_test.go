@@ -108,6 +108,14 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			t.Fatalf("trickling headers held the connection %v, past read_header_timeout", r.took)
 		}
 	}
+	// A small body (its size within a second at min_body_rate) has its
+	// whole deadline at once: body_grace and its size's time, 1.4s here.
+	small := strings.Replace(body, "Content-Length: 100000", "Content-Length: 900", 1)
+	if status, took, err := slowClient(addr, small, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(status, " 408 ") || took < 1400*time.Millisecond || took > 1400*time.Millisecond+5*time.Second {
+		t.Fatalf("a small trickling body got %q after %v, want 408 after 1.4s", status, took)
+	}
 	// A body at a normal pace: two halves, a moment apart.
 	payload := `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`
 	pr, pw := io.Pipe()

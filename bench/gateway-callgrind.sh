@@ -16,7 +16,13 @@
 # (server.gc_percent 400) is collected about every 3,000 requests, each
 # collection some 30M instructions here: a window of 1,000 holds one or
 # none, and the count moves by ~10k a request between runs of the same
-# code. Compare Tollgate's JSON rows over N=10000. redis-server is not
+# code. Compare Tollgate's JSON rows over N=10000. The runtime's own
+# clock-driven work while requests run (sysmon, netpoll, the scheduler's
+# locks and work stealing) grows with the window's wall time, which the
+# idle window does not take out: a window of 10,000 requests that took 59 s
+# instead of 40 s (a busier host) counted ~1.7k more a request, one of 93 s
+# ~4.3k more; the "seconds" column shows it. Run nothing else meanwhile,
+# and compare runs of like seconds. redis-server is not
 # counted here (bench/redis-callgrind.sh counts it). cpu.rdtscp=off: the Go
 # runtime reads the clock with RDTSCP where the CPU has it, an instruction
 # valgrind 3.19 does not know (the process dies of SIGILL at start).

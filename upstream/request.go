@@ -161,8 +161,8 @@ type member struct {
 }
 
 // ParseRequest decodes a client body for endpoint e: it validates the
-// body, then reads its top-level members in place in one walk that also
-// checks every key the gateway reads for case (see shape). Each field's
+// body, noting its top-level members on the way, then reads them in place,
+// checking every key the gateway reads for case (see shape). Each field's
 // raw value is a slice of body; nothing is copied or decoded that the
 // estimate does not read.
 func ParseRequest(e Endpoint, body []byte) (*Request, error) {

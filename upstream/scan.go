@@ -73,17 +73,8 @@ func validScan(s, key string, top *[]member) (ok bool, at int) {
 				break // empty: the value ends here
 			}
 			if c == '{' {
-				k := i
-				if i = memberValue(s, i); i < 0 {
+				if i = readMember(s, i, depth, key, &at, top); i < 0 {
 					return false, -1
-				}
-				if depth == 1 {
-					if at < 0 && key != "" && isKey(s[k:i], key) {
-						at = i
-					}
-					if top != nil {
-						*top = append(*top, member{keyFrom: k, keyTo: quoteAfter(s, k+1), from: i, to: -1})
-					}
 				}
 			}
 			continue // its first value
@@ -132,17 +123,8 @@ func validScan(s, key string, top *[]member) (ok bool, at int) {
 			if c == ',' {
 				i = ws(s, i+1)
 				if inObject {
-					k := i
-					if i = memberValue(s, i); i < 0 {
+					if i = readMember(s, i, depth, key, &at, top); i < 0 {
 						return false, -1
-					}
-					if depth == 1 {
-						if at < 0 && key != "" && isKey(s[k:i], key) {
-							at = i
-						}
-						if top != nil {
-							*top = append(*top, member{keyFrom: k, keyTo: quoteAfter(s, k+1), from: i, to: -1})
-						}
 					}
 				}
 				break
@@ -157,8 +139,9 @@ func validScan(s, key string, top *[]member) (ok bool, at int) {
 }
 
 // lastMember is where the value of the last top-level member of s named
-// key (valid UTF-8) starts and ends (s[from:to]), or -1, -1. s is not validated: the walk
-// goes back from the end, member by member, over the top level's values —
+// key (valid UTF-8) starts and ends (s[from:to]), or -1, -1. s is not
+// validated: the walk goes back from the end, member by member, over the
+// top level's values —
 // an answer's usage is among its last members, after the choices or
 // content a walk from the start must pass over —, reads any bytes without
 // panicking, and where s is valid JSON finds the member encoding/json
@@ -267,30 +250,32 @@ func quoteBefore(s string, lo, q int) int {
 	}
 }
 
-// isKey reports whether m, a member's key, colon and the space around
-// them as memberValue read them, names key.
-func isKey(m, key string) bool {
-	e := strings.LastIndexByte(m, ':')
-	k := m[:e]
-	for k[len(k)-1] != '"' {
-		k = k[:len(k)-1] // the space before the colon
-	}
-	return keyName(jnode{raw: k}) == key
-}
-
-// memberValue reads a member's key and colon from i: where its value
-// starts, or -1.
-func memberValue(s string, i int) int {
+// readMember reads a member's key and colon from i, for validScan: where
+// its value starts, or -1. A member of the top level (depth 1) is noted:
+// at where it is the first named key, appended to top (its value's end
+// left at -1, for validScan to set).
+func readMember(s string, i, depth int, key string, at *int, top *[]member) int {
+	k := i
 	if i >= len(s) || s[i] != '"' {
 		return -1
 	}
-	if i = stringEnd(s, i+1); i < 0 {
+	e := stringEnd(s, i+1)
+	if e < 0 {
 		return -1
 	}
-	if i = ws(s, i); i >= len(s) || s[i] != ':' {
+	if i = ws(s, e); i >= len(s) || s[i] != ':' {
 		return -1
 	}
-	return ws(s, i+1)
+	i = ws(s, i+1)
+	if depth == 1 {
+		if *at < 0 && key != "" && keyName(jnode{raw: s[k:e]}) == key {
+			*at = i
+		}
+		if top != nil {
+			*top = append(*top, member{keyFrom: k, keyTo: e, from: i, to: -1})
+		}
+	}
+	return i
 }
 
 // ws is where the whitespace from i ends. (Most calls find none: one

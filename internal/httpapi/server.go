@@ -91,7 +91,14 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 	if gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := e.Group("/v1", s.traced, s.authenticate)
+	// The /v1 routes are wrapped in tracing and authentication once, here:
+	// a group's middleware (e.Group("/v1", mw...)) is applied by echo at
+	// every request, two closures made per request. As such a group does,
+	// unknown /v1 paths are authenticated before their 404.
+	v1 := e.Group("/v1")
+	guarded := func(h echo.HandlerFunc) echo.HandlerFunc { return s.traced(s.authenticate(h)) }
+	v1.RouteNotFound("", guarded(echo.NotFoundHandler))
+	v1.RouteNotFound("/*", guarded(echo.NotFoundHandler))
 	for _, r := range []struct {
 		path string
 		ep   upstream.Endpoint
@@ -102,11 +109,11 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 		{"/v1/messages", upstream.Messages},
 		{"/v1/responses", upstream.Responses},
 	} {
-		v1.POST(strings.TrimPrefix(r.path, "/v1"), s.proxy(r.ep, r.path))
+		v1.POST(strings.TrimPrefix(r.path, "/v1"), guarded(s.proxy(r.ep, r.path)))
 	}
-	v1.POST("/messages/count_tokens", s.countTokens)
-	v1.GET("/models", s.listModels)
-	v1.GET("/budget", s.ownBudget)
+	v1.POST("/messages/count_tokens", guarded(s.countTokens))
+	v1.GET("/models", guarded(s.listModels))
+	v1.GET("/budget", guarded(s.ownBudget))
 	return e
 }
 

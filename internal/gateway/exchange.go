@@ -10,7 +10,8 @@ import (
 
 // An exchange is the context one upstream attempt runs under: the
 // client's values; ended when the client leaves, when the attempt is past
-// its target's timeout, when its stream has been quiet past the idle
+// its target's timeout, when the answer's headers have not come within
+// the first-byte timeout, when its stream has been quiet past the idle
 // timeout, or when the gateway cuts it (a stream past its output bound).
 // Ending it ends the transport's own context made from it, which aborts
 // the request or the read of its answer.
@@ -22,13 +23,22 @@ import (
 // context: one watchdog per gateway looks at the live exchanges a few
 // times a second and ends those whose client left, whose deadline passed
 // or whose stream went quiet; the transport's context finds it through
-// AfterFunc (context's afterFuncer), without a map or a goroutine.
+// AfterFunc (context's afterFuncer), without a map or a goroutine. The
+// first-byte timeout was the transport's ResponseHeaderTimeout: a timer
+// and a second turn of the transport's select per request, some 2,000
+// instructions; the watchdog keeps it for nothing.
 type exchange struct {
 	w        *watchdog // watching it
 	parent   context.Context
 	done     chan struct{}
 	deadline time.Time
 	timeout  time.Duration
+	// headersBy is when the answer's headers are due (zero: no such
+	// limit); firstByte the wait it was set from. answered is set once
+	// they came.
+	headersBy time.Time
+	firstByte time.Duration
+	answered  atomic.Bool
 	// idle is the longest quiet its stream may have (set when it
 	// streams; 0: not watched for quiet); reads counts the stream's
 	// reads that returned data.
@@ -110,6 +120,10 @@ func (x *exchange) endFor(err error, quiet bool) {
 // take no more of it.
 func (x *exchange) cut() { x.end(context.Canceled) }
 
+// answer notes that the answer's headers came: the first-byte timeout
+// no longer applies.
+func (x *exchange) answer() { x.answered.Store(true) }
+
 // quieted reports whether x ended for its stream's quiet.
 func (x *exchange) quieted() bool {
 	x.mu.Lock()
@@ -144,11 +158,12 @@ var errQuiet = context.DeadlineExceeded
 
 // A watchdog looks at the live exchanges of one gateway — every
 // watchPeriod, or every eighth of the shortest timeout among them — and
-// ends those whose client left, whose deadline passed, or whose stream
-// had no data for its idle timeout. A stream is cut no sooner than its
-// idle timeout after its last data, and some two looks after that; an
-// exchange past its deadline or whose client left, at the next look. Its
-// goroutine runs while exchanges live.
+// ends those whose client left, whose deadline passed, whose answer's
+// headers did not come in time, or whose stream had no data for its idle
+// timeout. A stream is cut no sooner than its idle timeout after its last
+// data, and some two looks after that; an exchange past a deadline or
+// whose client left, at the next look. Its goroutine runs while exchanges
+// live.
 type watchdog struct {
 	now func() time.Time
 
@@ -161,10 +176,14 @@ type watchdog struct {
 const watchPeriod = 250 * time.Millisecond
 
 // start makes and watches the exchange of an attempt under parent that
-// may last timeout.
-func (w *watchdog) start(parent context.Context, timeout time.Duration) *exchange {
+// may last timeout, its answer's headers due within firstByte (0: no
+// limit but timeout).
+func (w *watchdog) start(parent context.Context, timeout, firstByte time.Duration) *exchange {
 	now := w.now()
 	x := &exchange{w: w, parent: parent, done: make(chan struct{}), deadline: now.Add(timeout), timeout: timeout}
+	if firstByte > 0 && firstByte < timeout {
+		x.headersBy, x.firstByte = now.Add(firstByte), firstByte
+	}
 	w.mu.Lock()
 	x.next = w.head
 	if w.head != nil {
@@ -231,6 +250,12 @@ func (w *watchdog) look() (period time.Duration, more bool) {
 			err = x.parent.Err()
 		case !now.Before(x.deadline):
 			err = context.DeadlineExceeded
+		}
+		if x.firstByte > 0 && !x.answered.Load() {
+			period = min(period, x.firstByte/8)
+			if err == nil && !now.Before(x.headersBy) {
+				err = context.DeadlineExceeded
+			}
 		}
 		quiet := false
 		if idle := time.Duration(x.idle.Load()); idle > 0 {

@@ -18,7 +18,7 @@ import (
 func TestExchangeStreamQuiet(t *testing.T) {
 	const d = 100 * time.Millisecond
 	w := &watchdog{now: time.Now}
-	x := w.start(context.Background(), time.Hour)
+	x := w.start(context.Background(), time.Hour, 0)
 	defer x.release()
 	pr, pw := io.Pipe()
 	body := x.stream(pr, d)
@@ -89,14 +89,28 @@ func TestExchangeEnds(t *testing.T) {
 		}
 	}
 
-	late := w.start(context.Background(), 30*time.Millisecond)
+	late := w.start(context.Background(), 30*time.Millisecond, 0)
 	wait(late, "past its deadline")
 	if !errors.Is(late.Err(), context.DeadlineExceeded) || late.quieted() {
 		t.Fatalf("past its deadline: Err %v, quieted %v", late.Err(), late.quieted())
 	}
 
+	// The answer's headers due within 30 ms: an exchange without them
+	// ends; one whose headers came does not. (The second is newer, first
+	// in the watchdog's list: were it due, it would end first.)
+	headless := w.start(context.Background(), time.Hour, 30*time.Millisecond)
+	answered := w.start(context.Background(), time.Hour, 30*time.Millisecond)
+	answered.answer()
+	wait(headless, "no headers within the first-byte timeout")
+	if !errors.Is(headless.Err(), context.DeadlineExceeded) || headless.quieted() {
+		t.Fatalf("no headers in time: Err %v, quieted %v", headless.Err(), headless.quieted())
+	}
+	if err := answered.Err(); err != nil {
+		t.Fatalf("an exchange whose headers came ended at the first-byte deadline: %v", err)
+	}
+
 	client, leave := context.WithCancel(context.Background())
-	left := w.start(client, time.Hour)
+	left := w.start(client, time.Hour, 0)
 	leave()
 	wait(left, "its client left")
 	if !errors.Is(left.Err(), context.Canceled) {
@@ -106,7 +120,7 @@ func TestExchangeEnds(t *testing.T) {
 	// Headers after a while, then a stream: the wait for the headers is
 	// not quiet. (The exchanges above, ended but not released, keep the
 	// looks 4 ms apart.)
-	slow := w.start(context.Background(), time.Hour)
+	slow := w.start(context.Background(), time.Hour, 0)
 	time.Sleep(1200 * time.Millisecond)
 	began := time.Now()
 	slow.stream(eofReader{}, time.Second)
@@ -119,7 +133,7 @@ func TestExchangeEnds(t *testing.T) {
 		t.Fatalf("cut: Err %v, quieted %v", slow.Err(), slow.quieted())
 	}
 
-	for _, x := range []*exchange{late, left, slow} {
+	for _, x := range []*exchange{late, headless, answered, left, slow} {
 		x.release()
 	}
 	w.mu.Lock()
@@ -146,7 +160,7 @@ func TestExchangeEnds(t *testing.T) {
 // made from an ended exchange is ended at once.
 func TestExchangeChildren(t *testing.T) {
 	w := &watchdog{now: time.Now}
-	x := w.start(context.Background(), time.Hour)
+	x := w.start(context.Background(), time.Hour, 0)
 	defer x.release()
 	a, cancelA := context.WithCancelCause(x)
 	b, cancelB := context.WithCancel(x)
@@ -196,7 +210,7 @@ func TestExchangeAbortsTheTransport(t *testing.T) {
 	defer close(release)
 	w := &watchdog{now: time.Now}
 	for _, path := range []string{"/headers", "/body"} {
-		x := w.start(context.Background(), time.Hour)
+		x := w.start(context.Background(), time.Hour, 0)
 		req, _ := http.NewRequestWithContext(x, http.MethodGet, srv.URL+path, nil)
 		headers, done := make(chan struct{}), make(chan error, 1)
 		go func() {

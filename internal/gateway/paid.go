@@ -33,7 +33,7 @@ func newPaidRoute(r config.PaidRoute, rt http.RoundTripper) (*paidRoute, error) 
 		return nil, errors.New("gateway: paid route " + r.Name + ": per_unit × max_units overflows")
 	}
 	if rt == nil {
-		rt = newTransport(10*time.Second, r.Timeout)
+		rt = newTransport(10 * time.Second) // the call's context has r.Timeout
 	}
 	return &paidRoute{
 		cfg: r,

@@ -59,7 +59,7 @@ type attempt struct {
 // headers. It writes nothing to the client.
 func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t := p.dep.target
-	ctx := g.watch.start(rctx, t.timeout)
+	ctx := g.watch.start(rctx, t.timeout, t.firstByte)
 	a := &attempt{t: t, x: ctx, sent: g.now()}
 	ep := p.req.Endpoint
 	if tr := p.prep.Translation; tr != nil {
@@ -101,6 +101,7 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 		}
 		return a
 	}
+	ctx.answer()
 	t.series.TTFB.Observe(g.now().Sub(a.sent).Seconds())
 	a.resp = resp
 	return a

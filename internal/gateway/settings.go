@@ -78,7 +78,10 @@ type target struct {
 	name     string
 	provider upstream.Provider // URL and authorisation of the upstream's dialect
 	timeout  time.Duration     // the whole exchange
-	idle     time.Duration     // between two stream chunks
+	// firstByte is the wait for the answer's headers (the exchange keeps
+	// it, whatever the transport).
+	firstByte time.Duration
+	idle      time.Duration // between two stream chunks
 	// rt sends the upstream requests. Its answers are taken as they
 	// are, redirects included (an API's redirect is not followed, which
 	// could take its key elsewhere); http.Client would add nothing but a
@@ -215,7 +218,7 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 	}
 	rt := g.transport
 	if rt == nil {
-		rt = newTransport(u.ConnectTimeout, u.FirstByteTimeout)
+		rt = newTransport(u.ConnectTimeout)
 	}
 	pc := upstream.ProviderConfig{Kind: u.Kind, BaseURL: u.BaseURL, APIKey: u.APIKey, APIVersion: u.APIVersion, Deployments: u.Deployments,
 		Region: u.Region, AccessKeyID: u.AccessKeyID, SecretKey: u.SecretAccessKey, SessionToken: u.SessionToken, Project: u.Project, Location: u.Location}
@@ -230,18 +233,20 @@ func (g *Gateway) target(u config.Upstream) (*target, error) {
 		return nil, fmt.Errorf("gateway: upstream %s: %w", u.Name, err)
 	}
 	return &target{
-		name: u.Name, provider: provider, timeout: u.Timeout, idle: u.IdleTimeout,
+		name: u.Name, provider: provider, timeout: u.Timeout, firstByte: u.FirstByteTimeout, idle: u.IdleTimeout,
 		rt:      rt,
 		series:  g.metrics.UpstreamOf(u.Name),
 		breaker: state.breaker, queue: state.queue, inflight: &state.inflight,
 	}, nil
 }
 
-func newTransport(connect, firstByte time.Duration) *http.Transport {
+// newTransport is an upstream's transport. The wait for an answer's
+// headers is not its (ResponseHeaderTimeout): each attempt's exchange
+// keeps it.
+func newTransport(connect time.Duration) *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
-		ResponseHeaderTimeout: firstByte,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   512,

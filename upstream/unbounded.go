@@ -14,7 +14,9 @@ import (
 // ("How an estimate becomes an upper bound") lists every field of each
 // API and how it is bounded; this is the "refused" column.
 func (r *Request) refuseUnbounded(m *Model) error {
-	if tier := gjson.GetBytes(r.fields.raw("service_tier"), "@this").String(); tier == "priority" {
+	// (gjson is asked only of fields that are there: on nothing, it still
+	// parses its path.)
+	if raw := r.fields.raw("service_tier"); len(raw) > 0 && gjson.GetBytes(raw, "@this").String() == "priority" {
 		return badRequest("service_tier", `service_tier "priority" bills above the model's list price; the gateway prices standard processing only`)
 	}
 	switch r.Endpoint {
@@ -100,5 +102,9 @@ func (r *Request) predicted(m *Model) int64 {
 
 // asksAudio reports whether a chat request asks for audio output.
 func (r *Request) asksAudio() bool {
-	return present(r.fields.raw("audio")) || gjson.GetBytes(r.fields.raw("modalities"), `#(=="audio")`).Exists()
+	if present(r.fields.raw("audio")) {
+		return true
+	}
+	m := r.fields.raw("modalities")
+	return len(m) > 0 && gjson.GetBytes(m, `#(=="audio")`).Exists()
 }

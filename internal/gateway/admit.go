@@ -76,7 +76,7 @@ func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 	// The first plan takes req as parsed: its Stream and User stay, its
 	// fields and model may be rewritten for the deployment.
 	model := req.Model
-	if cl.plans, err = planFor(ep, body, req, r); err != nil {
+	if cl.plans, err = planFor(ep, body, req, r, cl.plans0[:0], &cl.plan0); err != nil {
 		return err
 	}
 	cl.llm, cl.route, cl.model = req, r, model
@@ -93,16 +93,26 @@ func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 // same model and quirks share one preparation; the first preparation takes
 // parsed, body as parsed already, and each other parses body anew (a
 // preparation rewrites its request). The error is the first deployment's
-// when none can.
-func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *route) ([]*plan, error) {
-	var plans []*plan
+// when none can. The plans are appended to buf; the first is made in
+// spare, if not nil.
+func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *route, buf []*plan, spare *plan) ([]*plan, error) {
+	plans := buf
+	newPlan := func(p plan) *plan {
+		if q := spare; q != nil {
+			*q, spare = p, nil
+			return q
+		}
+		q := new(plan)
+		*q = p
+		return q
+	}
 	var first error
 	for _, d := range r.deployments {
 		native := d.target.provider.Serves(ep)
 		if i := slices.IndexFunc(plans, func(p *plan) bool {
 			return p.dep.model.SameRequest(&d.model) && p.dep.target.provider.Kind() == d.target.provider.Kind()
 		}); i >= 0 {
-			plans = append(plans, &plan{dep: d, req: plans[i].req, prep: plans[i].prep})
+			plans = append(plans, newPlan(plan{dep: d, req: plans[i].req, prep: plans[i].prep}))
 			continue
 		}
 		req, err := parsed, error(nil)
@@ -128,7 +138,7 @@ func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *rou
 			}
 			continue
 		}
-		plans = append(plans, &plan{dep: d, req: req, prep: prep})
+		plans = append(plans, newPlan(plan{dep: d, req: req, prep: prep}))
 	}
 	if len(plans) == 0 {
 		return nil, first

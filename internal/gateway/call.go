@@ -96,6 +96,16 @@ type Call struct {
 	ok       bool
 	units    int64
 	reported bool
+
+	// Room for what most requests make one of — a plan (one deployment),
+	// an attempt, the settlement's context —, allocated with the Call
+	// rather than each apart (each allocation some 250 instructions, at
+	// every request). Each is used once; a second of its kind (another
+	// deployment, a retry) is allocated.
+	plan0     plan
+	plans0    [1]*plan
+	attempt0  attempt
+	settleCtx lazyDeadline
 }
 
 // Clamp is an output cap the gateway lowered so that a request fits a

@@ -28,9 +28,10 @@ type lazyDeadline struct {
 
 // detachedDeadline returns ctx's values, detached from its cancellation,
 // with deadline d, and the function that releases it, as
-// context.WithDeadline(context.WithoutCancel(ctx), d) does.
-func detachedDeadline(ctx context.Context, d time.Time) (context.Context, func()) {
-	c := &lazyDeadline{parent: ctx, deadline: d}
+// context.WithDeadline(context.WithoutCancel(ctx), d) does. It is made in
+// c, which must be unused.
+func detachedDeadline(ctx context.Context, d time.Time, c *lazyDeadline) (context.Context, func()) {
+	c.parent, c.deadline = ctx, d
 	return c, c.stop
 }
 

@@ -18,7 +18,7 @@ func TestLazyDeadline(t *testing.T) {
 	parent := context.WithValue(context.Background(), deadlineKey{}, "v")
 
 	t.Run("unused", func(t *testing.T) {
-		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour), new(lazyDeadline))
 		c := ctx.(*lazyDeadline)
 		if ctx.Value(deadlineKey{}) != "v" || ctx.Err() != nil {
 			t.Fatalf("value %v, err %v", ctx.Value(deadlineKey{}), ctx.Err())
@@ -34,7 +34,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("expires", func(t *testing.T) {
-		ctx, stop := detachedDeadline(parent, time.Now().Add(20*time.Millisecond))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(20*time.Millisecond), new(lazyDeadline))
 		defer stop()
 		child, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
@@ -52,7 +52,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("passed without a wait", func(t *testing.T) {
-		ctx, stop := detachedDeadline(parent, time.Now().Add(-time.Second))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(-time.Second), new(lazyDeadline))
 		defer stop()
 		wantEnded(t, ctx, context.DeadlineExceeded)
 	})
@@ -60,7 +60,7 @@ func TestLazyDeadline(t *testing.T) {
 	t.Run("children hang under it", func(t *testing.T) {
 		// As under context.WithDeadline: no goroutine per child (context
 		// starts one for a parent it cannot find its cancelCtx in).
-		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour), new(lazyDeadline))
 		before := runtime.NumGoroutine()
 		var cancels []context.CancelFunc
 		for range 100 {
@@ -77,7 +77,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 
 	t.Run("released with a child", func(t *testing.T) {
-		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(parent, time.Now().Add(time.Hour), new(lazyDeadline))
 		child, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop()
@@ -94,7 +94,7 @@ func TestLazyDeadline(t *testing.T) {
 	t.Run("parent cancelled", func(t *testing.T) {
 		// Detached: the settlement outlives the client.
 		p, cancelParent := context.WithCancel(parent)
-		ctx, stop := detachedDeadline(p, time.Now().Add(time.Hour))
+		ctx, stop := detachedDeadline(p, time.Now().Add(time.Hour), new(lazyDeadline))
 		defer stop()
 		cancelParent()
 		if ctx.Err() != nil {

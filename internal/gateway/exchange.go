@@ -49,6 +49,8 @@ type exchange struct {
 	err    error    // why it ended; nil while it runs
 	quiet  bool     // it ended for its stream's quiet
 	afters []func() // contexts made from it, to end with it
+	// afters0 is afters' room for the usual one (the transport's).
+	afters0 [1]func()
 
 	// The watchdog's: its place in the live list; whether it watches
 	// the stream for quiet yet, the reads it saw last and when they
@@ -181,6 +183,7 @@ const watchPeriod = 250 * time.Millisecond
 func (w *watchdog) start(parent context.Context, timeout, firstByte time.Duration) *exchange {
 	now := w.now()
 	x := &exchange{w: w, parent: parent, done: make(chan struct{}), deadline: now.Add(timeout), timeout: timeout}
+	x.afters = x.afters0[:0]
 	if firstByte > 0 && firstByte < timeout {
 		x.headersBy, x.firstByte = now.Add(firstByte), firstByte
 	}

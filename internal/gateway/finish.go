@@ -31,7 +31,7 @@ func (g *Gateway) Done(cl *Call) {
 }
 
 func (g *Gateway) finish(ctx context.Context, cl *Call) {
-	ctx, cancel := detachedDeadline(ctx, time.Now().Add(5*time.Second))
+	ctx, cancel := detachedDeadline(ctx, time.Now().Add(5*time.Second), &cl.settleCtx)
 	defer cancel()
 	ctx, end := g.span(ctx, "settle")
 	defer end(nil)

@@ -60,7 +60,11 @@ type attempt struct {
 func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t := p.dep.target
 	ctx := g.watch.start(rctx, t.timeout, t.firstByte)
-	a := &attempt{t: t, x: ctx, sent: g.now()}
+	a := &cl.attempt0
+	if a.t != nil { // a retry: the first attempt's room is taken
+		a = new(attempt)
+	}
+	*a = attempt{t: t, x: ctx, sent: g.now()}
 	ep := p.req.Endpoint
 	if tr := p.prep.Translation; tr != nil {
 		ep = upstream.EndpointOf(tr.Upstream)

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -81,6 +82,32 @@ func (s *shape) member(k, val jnode, path string, index int) (key string, err er
 		}
 	}
 	return s.names[i], nil
+}
+
+// checkMessages is chatMsgShape's check of a chat request's messages, v,
+// made by decoding them — the estimate's next step, which then takes them
+// as decoded — instead of a walk of its own over every message (a fifth
+// of a small request's parsing). A decoding that succeeds read only keys
+// that are the names exactly or fold to none of them (field gives up on
+// any other, and on escaped keys): the check's rule for the messages'
+// level. Their content parts are checked as the shape does. Where the
+// decoding gives up, the shape's own walk checks them and names the key
+// it refuses.
+func (r *Request) checkMessages(v jnode) error {
+	msgs, ok := decodeMessages(rawBytes(v))
+	r.msgs, r.msgsRead = msgs, ok
+	if !ok {
+		return chatMsgShape.check(v, "messages", -1)
+	}
+	parts := chatMsgShape.kids[slices.Index(chatMsgShape.names, "content")]
+	for i := range msgs {
+		if c := root(msgs[i].Content); c.isArray() || c.isObject() {
+			if err := parts.check(c, join(elem("messages", i), "content"), -1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func join(path, key string) string {

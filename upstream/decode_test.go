@@ -244,3 +244,47 @@ func FuzzKeepStringsInSequence(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCheckMessages: checking a chat request's messages by decoding them
+// (checkMessages) refuses exactly what the shape's own walk refuses, with
+// the same parameter named; and what it decodes is what the estimate
+// would have decoded.
+func FuzzCheckMessages(f *testing.F) {
+	for _, s := range []string{
+		`[{"role":"user","content":"hi"}]`, `[{"role":"user","Content":"hi"}]`, `[{"ROLE":"user"}]`,
+		`[{"role":"user","content":"x","Content":"y"}]`, `[{"r\u006fle":"user"}]`, `[{"\u017fole":"x"}]`,
+		`[{"role":"user","content":[{"type":"text","text":"","TEXT":"long"}]}]`,
+		`[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","Detail":"high"}}]}]`,
+		`[{"role":"user","content":{"type":"text","Text":"x"}}]`, `[{"role":"user","role":"system"}]`,
+		`[{"role":"user","tool_calls":[{"Type":"f"}],"Tool_Calls":[]}]`, `{"role":"user","Name":"x"}`,
+		`[1,{"role":"user","Audio":{}}]`, `[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"x","Refusal":"n"}]`,
+		`[]`, `null`, `"x"`, `[{"role":"user","content":[[{"TYPE":"x"}]]}]`, `[{"role":"user","x-Role":1,"other":{"Content":2}}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		v := root(raw)
+		want := chatMsgShape.check(v, "messages", -1)
+		var r Request
+		got := r.checkMessages(v)
+		if (got == nil) != (want == nil) {
+			t.Fatalf("%s: checkMessages %v, the shape's walk %v", raw, got, want)
+		}
+		if got != nil {
+			g, w := got.(*RequestError), want.(*RequestError)
+			if g.Param != w.Param || g.Message != w.Message {
+				t.Fatalf("%s: checkMessages refuses %q (%s), the shape's walk %q (%s)", raw, g.Param, g.Message, w.Param, w.Message)
+			}
+			return
+		}
+		if r.msgsRead {
+			var msgs []chatMessage
+			if err := json.Unmarshal(raw, &msgs); err != nil || !reflect.DeepEqual(msgs, r.msgs) && !(len(msgs) == 0 && len(r.msgs) == 0) {
+				t.Fatalf("%s: checkMessages decoded %+v, encoding/json %+v (%v)", raw, r.msgs, msgs, err)
+			}
+		}
+	})
+}

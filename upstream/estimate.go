@@ -113,7 +113,10 @@ func (r *Request) chatInput(m *Model) (int64, error) {
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
-	msgs, ok := decodeMessages(raw)
+	msgs, ok := r.msgs, r.msgsRead
+	if !ok {
+		msgs, ok = decodeMessages(raw)
+	}
 	if !ok {
 		var err error
 		if msgs, err = unmarshalJSON[[]chatMessage](raw); err != nil {

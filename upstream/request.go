@@ -147,6 +147,10 @@ type Request struct {
 	audio int64
 	// capKey is the output cap's field, once Prepare has read it.
 	capKey string
+	// msgs are a chat request's messages, decoded where ParseRequest
+	// checked them (msgsRead); else chatInput decodes them.
+	msgs     []chatMessage
+	msgsRead bool
 	// memberBuf and fieldBuf hold the members and fields of a body of a
 	// usual size, in the request's own allocation.
 	memberBuf [10]member
@@ -179,7 +183,14 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 	text := unsafe.String(&body[0], len(body))
 	for i := range r.members {
 		m := &r.members[i]
-		key, err := s.member(jnode{text[m.keyFrom:m.keyTo], m.keyFrom}, jnode{text[m.from:m.to], m.from}, "", -1)
+		k, v := jnode{text[m.keyFrom:m.keyTo], m.keyFrom}, jnode{text[m.from:m.to], m.from}
+		var key string
+		var err error
+		if e == Chat && k.raw == `"messages"` {
+			key, err = "messages", r.checkMessages(v)
+		} else {
+			key, err = s.member(k, v, "", -1)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -371,12 +382,22 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 func (r *Request) set(key string, v json.RawMessage) {
 	r.fields.put(key, v)
 	r.changed = true
+	r.forget(key)
 }
 
 // del leaves field key out of the forwarded body.
 func (r *Request) del(key string) {
 	if r.fields.del(key) {
 		r.changed = true
+	}
+	r.forget(key)
+}
+
+// forget drops what was decoded of field key, which changed: the
+// estimate reads what is forwarded.
+func (r *Request) forget(key string) {
+	if key == "messages" {
+		r.msgs, r.msgsRead = nil, false
 	}
 }
 

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -99,10 +98,9 @@ func (r *Request) checkMessages(v jnode) error {
 	if !ok {
 		return chatMsgShape.check(v, "messages", -1)
 	}
-	parts := chatMsgShape.kids[slices.Index(chatMsgShape.names, "content")]
 	for i := range msgs {
 		if c := root(msgs[i].Content); c.isArray() || c.isObject() {
-			if err := parts.check(c, join(elem("messages", i), "content"), -1); err != nil {
+			if err := partShape.check(c, join(elem("messages", i), "content"), -1); err != nil {
 				return err
 			}
 		}
@@ -162,6 +160,7 @@ var (
 	toolShape    = list(obj(nil, "type"))
 	imageURL     = obj(nil, "url", "detail")
 	partShape    = list(obj(map[string]*shape{"image_url": imageURL}, "type", "text", "detail", "file_id", "input_audio", "file"))
+	// (checkMessages checks a message's content with partShape.)
 	chatMsgShape = list(obj(map[string]*shape{"content": partShape},
 		"role", "name", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"))
 	blockShape = func() *shape {

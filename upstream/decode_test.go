@@ -123,6 +123,52 @@ func FuzzDecodeUsage(f *testing.F) {
 	})
 }
 
+// FuzzUsageFlat: the one-pass reading of a usage object's common form
+// accepts only valid JSON, and reads it as encoding/json does; on any
+// text, JSON or not.
+func FuzzUsageFlat(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":12,"completion_tokens":50,"total_tokens":62,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0}}`,
+		`{"prompt_tokens":5,"completion_tokens":8,"prompt_tokens_details":{"cached_tokens":3,"audio_tokens":4},"completion_tokens_details":{"reasoning_tokens":6,"audio_tokens":7}}`,
+		` { "prompt_tokens" : 1 , "x" : { } } `, `{"prompt_tokens":1,"prompt_tokens":2}`, `{"Prompt_Tokens":3}`, `{"prompt_tokens":1.5}`,
+		`{"prompt_tokens":-0}`, `{"prompt_tokens":01}`, `{"prompt_tokens":-}`, `{"prompt_tokens":1,}`, `{"prompt_tokens":1}}`,
+		`{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":9,"cached_tokens":1}}`, `{"prompt_tokens":5,"completion_tokens_details":{}}`,
+		`{"prompt_tokens":123456789012345678}`, `{"prompt_tokens":1234567890123456789}`, `{"completion_tokens":4}`, `{}`, `{"":1}`,
+		`{"prompt_tokens":2,"z":{"a":1,"b":-2}}`, `{"prompt_tokens":2,"z":{"a":{}}}`, `{"prompt_tokens":2` + "\t" + `}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := usageFlat(string(raw))
+		if !ok {
+			return
+		}
+		if !json.Valid(raw) {
+			t.Fatalf("usageFlat read %q, which is not JSON", raw)
+		}
+		var w wireUsage
+		if err := json.Unmarshal(raw, &w); err != nil {
+			t.Fatalf("usageFlat read %s; encoding/json: %v", raw, err)
+		}
+		if w.PromptTokens == nil {
+			t.Fatalf("usageFlat read %s, which has no prompt_tokens to encoding/json", raw)
+		}
+		want := budget.Usage{InputTokens: *w.PromptTokens}
+		set(&want.OutputTokens, w.CompletionTokens)
+		if d := w.PromptTokensDetails; d != nil {
+			set(&want.CachedInputTokens, d.CachedTokens)
+			set(&want.InputAudioTokens, d.AudioTokens)
+		}
+		if d := w.CompletionTokensDetails; d != nil {
+			set(&want.ReasoningTokens, d.ReasoningTokens)
+			set(&want.OutputAudioTokens, d.AudioTokens)
+		}
+		if got != want {
+			t.Fatalf("usageFlat(%s) = %+v; encoding/json: %+v", raw, got, want)
+		}
+	})
+}
+
 // FuzzValidJSON: validJSON is json.Valid.
 func FuzzValidJSON(f *testing.F) {
 	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[`, `]`, `{"a":1,}`, `01`, `-`, `1.`, `1e`, `-0.5E+3`,

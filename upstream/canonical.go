@@ -157,9 +157,9 @@ var (
 	streamOptionsShape = obj(nil, "include_usage")
 	// toolShape: tool definitions are counted as their whole JSON text, so
 	// only the type, which decides whether a tool is hosted, is read.
-	toolShape    = list(obj(nil, "type"))
-	imageURL     = obj(nil, "url", "detail")
-	partShape    = list(obj(map[string]*shape{"image_url": imageURL}, "type", "text", "detail", "file_id", "input_audio", "file"))
+	toolShape = list(obj(nil, "type"))
+	imageURL  = obj(nil, "url", "detail")
+	partShape = list(obj(map[string]*shape{"image_url": imageURL}, "type", "text", "detail", "file_id", "input_audio", "file"))
 	// (checkMessages checks a message's content with partShape.)
 	chatMsgShape = list(obj(map[string]*shape{"content": partShape},
 		"role", "name", "tool_calls", "function_call", "tool_call_id", "refusal", "audio"))

@@ -123,3 +123,31 @@ func TestEstimateAllocationsPerMessage(t *testing.T) {
 		}
 	}
 }
+
+// Where a body names its messages twice, the second key escaped, the
+// last is forwarded (the earlier duplicate is dropped) and so the last is
+// estimated: the messages decoded while checking the first are not kept
+// for the estimate.
+func TestDuplicateMessagesEstimateTheForwardedOnes(t *testing.T) {
+	m := model(t, "o200k_base")
+	long := strings.Repeat("many words of a long prompt ", 200)
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"messag\u0065s":[{"role":"user","content":"` + long + `"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"messages":[{"role":"user","content":"` + long + `"}]}`,
+	} {
+		req, err := upstream.ParseRequest(upstream.Chat, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := req.Prepare(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(p.Body), "many words") || strings.Contains(string(p.Body), `"content":"x"`) {
+			t.Fatalf("forwarded: %.120s", p.Body)
+		}
+		if p.InputTokens < 1000 {
+			t.Fatalf("%.60s...: %d input tokens estimated for the forwarded messages of some 1,200", body, p.InputTokens)
+		}
+	}
+}

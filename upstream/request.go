@@ -190,6 +190,10 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 			key, err = "messages", r.checkMessages(v)
 		} else {
 			key, err = s.member(k, v, "", -1)
+			// An escaped "messages", checked by the shape's walk: the
+			// messages decoded for an earlier one are not these (the
+			// last is forwarded, and estimated).
+			r.forget(key)
 		}
 		if err != nil {
 			return nil, err

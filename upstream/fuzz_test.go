@@ -24,13 +24,16 @@ func FuzzPrepare(f *testing.F) {
 	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","N":3,"\u017ftream":true,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","detail":"low"}}]}]}`))
 	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":["a","b",[1,2]],"n":2,"best_of":3,"max_tokens":7}`))
 	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"prediction":{"type":"content","content":[{"type":"text","text":"abc"}]},"service_tier":"flex"}`))
+	// The messages twice, the last key escaped: the last is forwarded and
+	// must be what is estimated.
+	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"messag\u0065s":[{"role":"user","content":"a longer text than x"}]}`))
 	m := model(f, "o200k_base")
 	emb := *m
 	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
 	f.Add(uint8(upstream.Messages), []byte(`{"model":"m","max_tokens":50,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}},{"type":"tool_result","tool_use_id":"t","content":"42"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calc","input":{"x":1}}]}]}`))
 	f.Add(uint8(upstream.Responses), []byte(`{"model":"m","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]},{"type":"function_call","name":"f","arguments":"{}","call_id":"c"},{"type":"function_call_output","call_id":"c","output":"42"}],"tools":[{"type":"function","name":"f","parameters":{}}]}`))
 	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
-		e := upstream.Endpoint(ep%5 + 1)
+		e := upstream.Endpoint((ep+4)%5 + 1) // a seed's uint8(E) is E (1..5)
 		mm := m
 		if e == upstream.Embeddings {
 			mm = &emb

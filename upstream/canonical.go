@@ -94,10 +94,11 @@ func (s *shape) member(k, val jnode, path string, index int) (key string, err er
 // it refuses.
 func (r *Request) checkMessages(v jnode) error {
 	msgs, ok := decodeMessages(rawBytes(v))
-	r.msgs, r.msgsRead = msgs, ok
 	if !ok {
+		r.msgs, r.msgsOf = nil, ""
 		return chatMsgShape.check(v, "messages", -1)
 	}
+	r.msgs, r.msgsOf = msgs, v.raw
 	for i := range msgs {
 		if c := root(msgs[i].Content); c.isArray() || c.isObject() {
 			if err := partShape.check(c, join(elem("messages", i), "content"), -1); err != nil {

@@ -135,11 +135,7 @@ func TestDuplicateMessagesEstimateTheForwardedOnes(t *testing.T) {
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"messag\u0065s":[{"role":"user","content":"` + long + `"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"messages":[{"role":"user","content":"` + long + `"}]}`,
 	} {
-		req, err := upstream.ParseRequest(upstream.Chat, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := req.Prepare(m)
+		p, err := prepare(t, m, upstream.Chat, body)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -326,7 +326,7 @@ func FuzzCheckMessages(f *testing.F) {
 			}
 			return
 		}
-		if r.msgsRead {
+		if r.msgsOf != "" {
 			var msgs []chatMessage
 			if err := json.Unmarshal(raw, &msgs); err != nil || !reflect.DeepEqual(msgs, r.msgs) && !(len(msgs) == 0 && len(r.msgs) == 0) {
 				t.Fatalf("%s: checkMessages decoded %+v, encoding/json %+v (%v)", raw, r.msgs, msgs, err)

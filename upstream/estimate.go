@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -108,12 +109,20 @@ func (m *Model) image(detail, param string) (int64, error) {
 	return m.ImageTokens, nil
 }
 
+// decodedMessages are the messages ParseRequest decoded, where raw — the
+// field as it is forwarded — is the text they were decoded from: the same
+// bytes, not equal ones.
+func (r *Request) decodedMessages(raw []byte) ([]chatMessage, bool) {
+	ok := len(raw) > 0 && len(raw) == len(r.msgsOf) && unsafe.SliceData(raw) == unsafe.StringData(r.msgsOf)
+	return r.msgs, ok
+}
+
 func (r *Request) chatInput(m *Model) (int64, error) {
 	raw, ok := r.fields.get("messages")
 	if !ok {
 		return 0, badRequest("messages", "is required")
 	}
-	msgs, ok := r.msgs, r.msgsRead
+	msgs, ok := r.decodedMessages(raw)
 	if !ok {
 		msgs, ok = decodeMessages(raw)
 	}

@@ -147,10 +147,13 @@ type Request struct {
 	audio int64
 	// capKey is the output cap's field, once Prepare has read it.
 	capKey string
-	// msgs are a chat request's messages, decoded where ParseRequest
-	// checked them (msgsRead); else chatInput decodes them.
-	msgs     []chatMessage
-	msgsRead bool
+	// msgs are a chat request's messages as ParseRequest decoded them
+	// while checking them, and msgsOf the text they were decoded from:
+	// the estimate takes them only while the messages field is that very
+	// text (a later duplicate, or a rewrite, is another), else decodes the
+	// field itself.
+	msgs   []chatMessage
+	msgsOf string
 	// memberBuf and fieldBuf hold the members and fields of a body of a
 	// usual size, in the request's own allocation.
 	memberBuf [10]member
@@ -190,10 +193,6 @@ func ParseRequest(e Endpoint, body []byte) (*Request, error) {
 			key, err = "messages", r.checkMessages(v)
 		} else {
 			key, err = s.member(k, v, "", -1)
-			// An escaped "messages", checked by the shape's walk: the
-			// messages decoded for an earlier one are not these (the
-			// last is forwarded, and estimated).
-			r.forget(key)
 		}
 		if err != nil {
 			return nil, err
@@ -386,22 +385,12 @@ func (r *Request) Prepare(m *Model) (*Prepared, error) {
 func (r *Request) set(key string, v json.RawMessage) {
 	r.fields.put(key, v)
 	r.changed = true
-	r.forget(key)
 }
 
 // del leaves field key out of the forwarded body.
 func (r *Request) del(key string) {
 	if r.fields.del(key) {
 		r.changed = true
-	}
-	r.forget(key)
-}
-
-// forget drops what was decoded of field key, which changed: the
-// estimate reads what is forwarded.
-func (r *Request) forget(key string) {
-	if key == "messages" {
-		r.msgs, r.msgsRead = nil, false
 	}
 }
 

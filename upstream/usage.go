@@ -72,14 +72,6 @@ func UsageFromJSON(body []byte) (u budget.Usage, ok bool) {
 	if !ok {
 		return budget.Usage{}, false
 	}
-	// The common form is read as it is checked, in one pass; any other
-	// is validated, then read.
-	if u, ok := usageFlat(raw.raw); ok {
-		return u, u.Validate() == nil
-	}
-	if ok, _ := validFind(raw.raw, ""); !ok {
-		return budget.Usage{}, false
-	}
 	u, err := decodeUsage(raw)
 	return u, err == nil
 }
@@ -112,28 +104,29 @@ func lastUsage(body []byte) (jnode, bool) {
 	return jnode{s[at:end], at}, true
 }
 
-// decodeUsage reads an OpenAI usage object (raw, valid JSON). Its common
-// form — known fields, integers, no duplicate — is read directly; any
-// other goes through encoding/json, whose reading the direct one equals
-// (FuzzDecodeUsage).
+// decodeUsage reads an OpenAI usage object, raw, not yet validated. Its
+// every-day form is read as it is checked, in one pass (usageFlat); any
+// other is validated, then read: its common form — known fields,
+// integers, no duplicate — directly, the rest through encoding/json,
+// whose reading the direct ones equal (FuzzUsageFlat, FuzzDecodeUsage).
 func decodeUsage(raw jnode) (budget.Usage, error) {
-	if u, ok := usageFlat(raw.raw); ok {
-		if err := u.Validate(); err != nil {
-			return budget.Usage{}, err
+	u, ok := usageFlat(raw.raw)
+	if !ok {
+		if valid, _ := validFind(raw.raw, ""); !valid {
+			return budget.Usage{}, errors.New("upstream: usage is not valid JSON")
 		}
-		return u, nil
-	}
-	if u, ok := usageFields(raw); ok {
-		if err := u.Validate(); err != nil {
-			return budget.Usage{}, err
+		if u, ok = usageFields(raw); !ok {
+			var w wireUsage
+			if err := json.Unmarshal([]byte(raw.raw), &w); err != nil {
+				return budget.Usage{}, err
+			}
+			return w.usage()
 		}
-		return u, nil
 	}
-	var w wireUsage
-	if err := json.Unmarshal([]byte(raw.raw), &w); err != nil {
+	if err := u.Validate(); err != nil {
 		return budget.Usage{}, err
 	}
-	return w.usage()
+	return u, nil
 }
 
 var (

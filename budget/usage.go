@@ -15,8 +15,13 @@ type Usage struct {
 	InputAudioTokens  int64 `json:"input_audio_tokens,omitempty"`
 	OutputAudioTokens int64 `json:"output_audio_tokens,omitempty"`
 	// Estimated is true when the upstream reported no usage and the gateway
-	// counted the tokens itself (a truncated stream, a client that went away).
+	// counted the tokens itself (a truncated stream, a client that went away),
+	// or charged the reservation's bound for a figure the upstream left out.
 	Estimated bool `json:"estimated"`
+	// Unreported names the figures the upstream's usage left out, each
+	// charged at the most it could have been (the request's bound): a
+	// figure not reported is never read as 0.
+	Unreported []string `json:"unreported,omitempty"`
 }
 
 // TotalTokens is InputTokens + OutputTokens.

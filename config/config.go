@@ -350,6 +350,16 @@ type Upstream struct {
 	// highest price among the upstreams that may serve them and settled at
 	// the price of the one that did.
 	Prices map[string]Price `yaml:"prices"`
+	// PassFields are top-level request fields the gateway does not know
+	// that it forwards to this upstream unread, and PassBetas anthropic-beta
+	// values likewise, and PassHeaders client headers forwarded as they
+	// are (the gateway forwards none but Accept and User-Agent otherwise):
+	// the operator takes the bill's risk of what they switch on
+	// (docs/bounds.md). Any other unknown field or beta is refused with
+	// 400.
+	PassFields  []string `yaml:"pass_fields"`
+	PassHeaders []string `yaml:"pass_headers"`
+	PassBetas   []string `yaml:"pass_betas"`
 }
 
 // Alias is a public model name and the deployments that serve it. A

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/tokenizer"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 	"github.com/tollgate-dev/tollgate/upstream/catalog"
 )
 
@@ -382,6 +383,21 @@ func (c *Config) validateUpstreams(v *validator) map[string]string {
 		}
 		if u.ConnectTimeout < time.Millisecond || u.FirstByteTimeout < time.Millisecond || u.IdleTimeout < time.Millisecond {
 			v.addf(p, "timeouts must be at least 1ms")
+		}
+		for j, f := range u.PassFields {
+			if known, ok := bound.Bounded(f); ok {
+				what := "is a field the gateway bounds or refuses: it is never passed unread"
+				if known != f {
+					what = fmt.Sprintf("is %q but for case: a server that matches names case-insensitively would read it as that field, unbounded", known)
+				}
+				v.addf(fmt.Sprintf("%s.pass_fields.%d", p, j), "%q %s", f, what)
+			}
+		}
+		for j, h := range u.PassHeaders {
+			switch strings.ToLower(h) {
+			case "authorization", "x-api-key", "api-key", "x-goog-api-key", "anthropic-beta", "anthropic-version", "host", "content-length", "content-type":
+				v.addf(fmt.Sprintf("%s.pass_headers.%d", p, j), "%q is the gateway's to set (its key, the checked betas, the body's framing)", h)
+			}
 		}
 		for j, f := range u.Fallbacks {
 			if f == u.Name {

@@ -2,7 +2,6 @@ package upstream_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"testing"
 
@@ -11,70 +10,6 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream"
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
-
-// FuzzPrepare: no input panics; an accepted request re-parses from its own
-// forwarded body to the same bound (what is forwarded is what was estimated).
-func FuzzPrepare(f *testing.F) {
-	for _, c := range corpus {
-		f.Add(uint8(upstream.Chat), []byte(c))
-	}
-	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":[[1,2],[3]],"max_tokens":3,"best_of":2}`))
-	f.Add(uint8(upstream.Embeddings), []byte(`{"model":"m","input":["a","b"]}`))
-	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","max_tokens":1e2,"max_tokens":null,"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`))
-	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","N":3,"\u017ftream":true,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","detail":"low"}}]}]}`))
-	f.Add(uint8(upstream.Completions), []byte(`{"model":"m","prompt":["a","b",[1,2]],"n":2,"best_of":3,"max_tokens":7}`))
-	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"prediction":{"type":"content","content":[{"type":"text","text":"abc"}]},"service_tier":"flex"}`))
-	// The messages twice, the last key escaped: the last is forwarded and
-	// must be what is estimated.
-	f.Add(uint8(upstream.Chat), []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"messag\u0065s":[{"role":"user","content":"a longer text than x"}]}`))
-	m := model(f, "o200k_base")
-	emb := *m
-	emb.Embedding, emb.MaxOutputTokens, emb.DefaultOutputTokens = true, 0, 0
-	f.Add(uint8(upstream.Messages), []byte(`{"model":"m","max_tokens":50,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{}},{"type":"tool_result","tool_use_id":"t","content":"42"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"calc","input":{"x":1}}]}]}`))
-	f.Add(uint8(upstream.Responses), []byte(`{"model":"m","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"hi"}]},{"type":"function_call","name":"f","arguments":"{}","call_id":"c"},{"type":"function_call_output","call_id":"c","output":"42"}],"tools":[{"type":"function","name":"f","parameters":{}}]}`))
-	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
-		e := upstream.Endpoint((ep+4)%5 + 1) // a seed's uint8(E) is E (1..5)
-		mm := m
-		if e == upstream.Embeddings {
-			mm = &emb
-		}
-		// The endpoint byte's high part picks a server's quirks: the cap
-		// field it honours and how its streams report usage.
-		switch q := *mm; (ep / 5) % 3 {
-		case 1:
-			q.CapField, q.StreamUsage = "max_tokens", "always"
-			mm = &q
-		case 2:
-			q.CapField, q.StreamUsage = "max_tokens", "x_groq"
-			mm = &q
-		}
-		req, err := upstream.ParseRequest(e, body)
-		if err != nil {
-			return
-		}
-		p, err := req.Prepare(mm)
-		if err != nil {
-			return
-		}
-		if !json.Valid(p.Body) {
-			t.Fatalf("forwarded body is not JSON: %s", p.Body)
-		}
-		if p.InputTokens < 0 || p.MaxOutputTokens < 0 || p.MaxOutputTokens > mm.MaxOutputTokens*128*128+int64(len(body)) {
-			t.Fatalf("bound out of range: %+v", p)
-		}
-		again, err := upstream.ParseRequest(e, p.Body)
-		if err != nil {
-			t.Fatalf("forwarded body does not parse: %v", err)
-		}
-		p2, err := again.Prepare(mm)
-		if err != nil {
-			t.Fatalf("forwarded body does not prepare: %v", err)
-		}
-		if p2.InputTokens != p.InputTokens || p2.MaxOutputTokens != p.MaxOutputTokens {
-			t.Fatalf("forwarded body estimates %d+%d, the client's %d+%d", p2.InputTokens, p2.MaxOutputTokens, p.InputTokens, p.MaxOutputTokens)
-		}
-	})
-}
 
 // FuzzStream: broken framing, malformed JSON and absurd usage never panic,
 // never yield a negative or inconsistent usage, and every byte is returned
@@ -111,9 +46,9 @@ func FuzzStream(f *testing.F) {
 				break
 			}
 		}
-		if u, ok := meter.Usage(); ok {
-			if err := u.Validate(); err != nil {
-				t.Fatalf("meter kept invalid usage %+v: %v", u, err)
+		if u := meter.Usage(); u.Reported() {
+			if u.Input < 0 || u.Output < 0 || u.CachedInput+u.CacheWrite > u.Input || u.Reasoning > u.Output {
+				t.Fatalf("meter kept invalid usage %+v", u)
 			}
 		}
 		if len(bytes.TrimSpace(relayed)) < len(bytes.TrimSpace(stream)) && !bytes.Equal(bytes.TrimSpace(stream), bytes.TrimSpace(relayed)) {
@@ -136,31 +71,32 @@ func stripBlank(b []byte) []byte {
 	return out
 }
 
-func FuzzUsageFromJSON(f *testing.F) {
-	f.Add([]byte(`{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}}`))
-	f.Add([]byte(`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":40}}}`))
-	f.Add([]byte(`{"usage":null}`))
-	f.Add([]byte(`{"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		u, ok := upstream.UsageFromJSON(body)
-		if ok {
-			if err := u.Validate(); err != nil {
-				t.Fatalf("accepted invalid usage %+v: %v", u, err)
+// FuzzAnswerUsage: whatever an answer holds, its usage is read whole or
+// not at all, never negative, its parts never larger than their whole;
+// and a figure it does not hold is not reported.
+func FuzzAnswerUsage(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}}`))
+	f.Add(uint8(0), []byte(`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":40}}}`))
+	f.Add(uint8(0), []byte(`{"usage":null}`))
+	f.Add(uint8(0), []byte(`{"usage":{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807}}`))
+	f.Add(uint8(1), []byte(`{"usage":{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":4,"cache_read_input_tokens":3}}`))
+	f.Add(uint8(1), []byte(`{"usage":{"input_tokens":-1,"output_tokens":5}}`))
+	f.Add(uint8(2), []byte(`{"usageMetadata":{"promptTokenCount":5,"totalTokenCount":9}}`))
+	wires := []convert.Wire{convert.OpenAI, convert.Anthropic, convert.Gemini, convert.Converse, convert.Responses}
+	f.Fuzz(func(t *testing.T, w uint8, body []byte) {
+		u, err := convert.AnswerUsage(wires[int(w)%len(wires)], body)
+		if err != nil {
+			if u.Reported() {
+				t.Fatalf("an unusable answer reported %+v", u)
 			}
+			return
 		}
-	})
-}
-
-func FuzzUsageFromAnthropicJSON(f *testing.F) {
-	f.Add([]byte(`{"usage":{"input_tokens":10,"output_tokens":5,"cache_creation_input_tokens":4,"cache_read_input_tokens":3}}`))
-	f.Add([]byte(`{"usage":{"input_tokens":-1,"output_tokens":5}}`))
-	f.Add([]byte(`{"usage":{"input_tokens":1099511627776,"output_tokens":1,"cache_read_input_tokens":1099511627776}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		u, ok := upstream.UsageFromAnthropicJSON(body)
-		if ok {
-			if err := u.Validate(); err != nil {
-				t.Fatalf("accepted invalid usage %+v: %v", u, err)
-			}
+		if u.Input < 0 || u.Output < 0 || u.CachedInput < 0 || u.CacheWrite < 0 || u.Reasoning < 0 ||
+			u.CachedInput+u.CacheWrite+u.InputAudio > u.Input || u.Reasoning > u.Output || u.OutputAudio > u.Output {
+			t.Fatalf("accepted invalid usage %+v", u)
+		}
+		if u.Has&convert.HasInput == 0 && u.Input != 0 || u.Has&convert.HasOutput == 0 && u.Output != 0 {
+			t.Fatalf("a figure not reported is not 0: %+v", u)
 		}
 	})
 }

@@ -1,28 +1,30 @@
 package upstream
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // Provider is one upstream's dialect of the wire: where a request goes
 // and how it is authorised. What the answer looks like (its usage, its
 // stream, the event that ends a stream past its bound) is the endpoint's
-// (Endpoint.UsageFromJSON, NewMeter, OverrunEvent): a provider serves the
+// (Wire, NewMeter, OverrunEvent): a provider serves the
 // endpoints whose wire it speaks (Serves).
 type Provider interface {
 	// Kind is the config's name of the dialect.
 	Kind() string
 	// Serves reports whether the provider answers requests of ep.
-	Serves(ep Endpoint) bool
+	Serves(ep bound.Endpoint) bool
 	// URL is where a request for model at ep goes (a stream's, where the
 	// provider streams elsewhere).
-	URL(ep Endpoint, model string, stream bool) string
+	URL(ep bound.Endpoint, model string, stream bool) string
 	// Header sets on out the headers that carry the upstream's key and
 	// the dialect's version, taking from the client's in what the dialect
 	// lets a client choose (Anthropic's version and betas).
@@ -78,19 +80,19 @@ func newOpenAI(base, key string) openAI { return openAI{base: base, key: key, be
 
 func (openAI) Kind() string { return "openai" }
 
-func (openAI) Serves(ep Endpoint) bool { return ep != Messages }
+func (openAI) Serves(ep bound.Endpoint) bool { return ep != bound.Messages }
 
 func (openAI) Wire(string) convert.Wire { return convert.OpenAI }
 
 // Encode writes a translated request (an Anthropic client's) in Chat
 // Completions, with the cap in the field m's server honours and, for a
 // stream, the usage asked for where it must be.
-func (openAI) Encode(c *convert.Chat, m *Model) ([]byte, error) {
+func (openAI) Encode(c *convert.Chat, m *bound.Model) ([]byte, error) {
 	ask := m.StreamUsage == "" || m.StreamUsage == "stream_options"
 	return convert.ToOpenAI(c, m.CapField, ask)
 }
 
-func (p openAI) URL(ep Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
+func (p openAI) URL(ep bound.Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
 
 func (p openAI) Header(out, _ http.Header) {
 	if p.key != "" {
@@ -108,7 +110,7 @@ type azure struct {
 
 func (azure) Kind() string { return "azure" }
 
-func (p azure) URL(ep Endpoint, model string, _ bool) string {
+func (p azure) URL(ep bound.Endpoint, model string, _ bool) string {
 	deployment := p.deployments[model]
 	if deployment == "" {
 		deployment = model
@@ -123,22 +125,23 @@ func (p azure) Header(out, _ http.Header) {
 }
 
 // anthropicProvider is Anthropic's API: Messages only, the key in
-// X-Api-Key, a version the client may choose (2023-06-01 by default) and
-// its beta flags passed on.
+// X-Api-Key, and a version the client may choose (2023-06-01 by default;
+// bound.Parse checks it). Its betas are the prepared request's
+// (bound.Prepared.Betas).
 type anthropicProvider struct{ base, key string }
 
 func (anthropicProvider) Kind() string { return "anthropic" }
 
-func (anthropicProvider) Serves(ep Endpoint) bool { return ep == Messages }
+func (anthropicProvider) Serves(ep bound.Endpoint) bool { return ep == bound.Messages }
 
 func (anthropicProvider) Wire(string) convert.Wire { return convert.Anthropic }
 
 // Encode writes a translated request (an OpenAI client's) as Messages.
-func (anthropicProvider) Encode(c *convert.Chat, _ *Model) ([]byte, error) {
+func (anthropicProvider) Encode(c *convert.Chat, _ *bound.Model) ([]byte, error) {
 	return convert.ToAnthropic(c, nil)
 }
 
-func (p anthropicProvider) URL(ep Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
+func (p anthropicProvider) URL(ep bound.Endpoint, _ string, _ bool) string { return p.base + ep.Path() }
 
 func (p anthropicProvider) Header(out, in http.Header) {
 	version := in.Get("Anthropic-Version")
@@ -146,32 +149,45 @@ func (p anthropicProvider) Header(out, in http.Header) {
 		version = "2023-06-01"
 	}
 	out.Set("Anthropic-Version", version)
-	if beta := in.Get("Anthropic-Beta"); beta != "" {
-		out.Set("Anthropic-Beta", beta)
-	}
 	if p.key != "" {
 		out.Set("X-Api-Key", p.key)
 	}
 }
 
-// UsageFromJSON reads the usage of a non-streaming answer of e.
-func (e Endpoint) UsageFromJSON(body []byte) (budget.Usage, bool) {
-	switch e {
-	case Messages:
-		return UsageFromAnthropicJSON(body)
-	case Responses:
-		return UsageFromResponsesJSON(body)
+// Signer is a provider that authorises each request by its content (AWS
+// SigV4) or with a credential it refreshes (OAuth): after Header, before
+// the request is sent.
+type Signer interface {
+	Sign(ctx context.Context, req *http.Request, body []byte) error
+}
+
+// EndpointOf is the endpoint a request in wire w goes to, where the
+// provider's URL depends on it.
+func EndpointOf(w convert.Wire) bound.Endpoint {
+	if w == convert.Anthropic {
+		return bound.Messages
 	}
-	return UsageFromJSON(body)
+	return bound.Chat
+}
+
+// Wire is the wire of an answer of endpoint e, as its usage is read.
+func Wire(e bound.Endpoint) convert.Wire {
+	switch e {
+	case bound.Messages:
+		return convert.Anthropic
+	case bound.Responses:
+		return convert.Responses
+	}
+	return convert.OpenAI
 }
 
 // NewMeter returns the meter of a stream of e that keeps at most maxText
 // bytes of output.
-func (e Endpoint) NewMeter(maxText int) *StreamMeter {
+func NewMeter(e bound.Endpoint, maxText int) *StreamMeter {
 	switch e {
-	case Messages:
+	case bound.Messages:
 		return NewAnthropicStreamMeter(maxText)
-	case Responses:
+	case bound.Responses:
 		return NewResponsesStreamMeter(maxText)
 	}
 	return NewStreamMeter(maxText)
@@ -181,11 +197,11 @@ func (e Endpoint) NewMeter(maxText int) *StreamMeter {
 // because the upstream passed the output bound: the dialect's error event
 // carrying msg and the code output_limit_reached (and, for OpenAI's chat
 // and completions, the [DONE] its clients wait for).
-func (e Endpoint) OverrunEvent(msg string) string {
+func OverrunEvent(e bound.Endpoint, msg string) string {
 	switch e {
-	case Messages:
+	case bound.Messages:
 		return fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":%q,\"code\":\"output_limit_reached\"}}\n\n", msg)
-	case Responses:
+	case bound.Responses:
 		return fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":\"output_limit_reached\",\"message\":%q,\"param\":null}\n\n", msg)
 	}
 	return fmt.Sprintf("data: {\"error\":{\"message\":%q,\"type\":\"server_error\",\"code\":\"output_limit_reached\"}}\n\ndata: [DONE]\n\n", msg)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
@@ -45,9 +47,9 @@ func newBedrock(base string, c ProviderConfig) (*bedrock, error) {
 
 func (*bedrock) Kind() string { return "bedrock" }
 
-func (*bedrock) Serves(Endpoint) bool { return false }
+func (*bedrock) Serves(bound.Endpoint) bool { return false }
 
-func (p *bedrock) URL(_ Endpoint, model string, stream bool) string {
+func (p *bedrock) URL(_ bound.Endpoint, model string, stream bool) string {
 	op := "/converse"
 	if stream {
 		op = "/converse-stream"
@@ -74,7 +76,7 @@ func (p *bedrock) Sign(ctx context.Context, req *http.Request, body []byte) erro
 
 func (*bedrock) Wire(string) convert.Wire { return convert.Converse }
 
-func (*bedrock) Encode(c *convert.Chat, _ *Model) ([]byte, error) { return convert.ToConverse(c) }
+func (*bedrock) Encode(c *convert.Chat, _ *bound.Model) ([]byte, error) { return convert.ToConverse(c) }
 
 func hashHex(b []byte) string {
 	sum := sha256.Sum256(b)

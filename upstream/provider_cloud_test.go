@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
@@ -20,10 +22,10 @@ func TestGeminiURLsAndKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.URL(Chat, "gemini-2.5-pro", false); got != "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent" {
+	if got := p.URL(bound.Chat, "gemini-2.5-pro", false); got != "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent" {
 		t.Errorf("URL %s", got)
 	}
-	if got := p.URL(Chat, "gemini-2.5-pro", true); got != "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse" {
+	if got := p.URL(bound.Chat, "gemini-2.5-pro", true); got != "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse" {
 		t.Errorf("stream URL %s", got)
 	}
 	h := http.Header{}
@@ -44,7 +46,7 @@ func TestBedrockSignsWithSigV4(t *testing.T) {
 	b := p.(*bedrock)
 	at := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
 	b.now = func() time.Time { return at }
-	url := p.URL(Chat, "anthropic.claude-sonnet-4-5-20250929-v1:0", true)
+	url := p.URL(bound.Chat, "anthropic.claude-sonnet-4-5-20250929-v1:0", true)
 	if url != "https://bedrock-runtime.eu-west-1.amazonaws.com/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream" {
 		t.Fatalf("URL %s", url)
 	}
@@ -100,10 +102,10 @@ func TestVertexUsesAServiceAccountsToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.URL(Chat, "claude-sonnet-4-5@20250929", true); got != "https://us-east5-aiplatform.googleapis.com/v1/projects/acme-ai/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict" {
+	if got := p.URL(bound.Chat, "claude-sonnet-4-5@20250929", true); got != "https://us-east5-aiplatform.googleapis.com/v1/projects/acme-ai/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict" {
 		t.Errorf("Claude's URL %s", got)
 	}
-	if got := p.URL(Chat, "gemini-2.5-pro", false); got != "https://us-east5-aiplatform.googleapis.com/v1/projects/acme-ai/locations/us-east5/publishers/google/models/gemini-2.5-pro:generateContent" {
+	if got := p.URL(bound.Chat, "gemini-2.5-pro", false); got != "https://us-east5-aiplatform.googleapis.com/v1/projects/acme-ai/locations/us-east5/publishers/google/models/gemini-2.5-pro:generateContent" {
 		t.Errorf("Gemini's URL %s", got)
 	}
 	for range 3 {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
@@ -24,9 +26,9 @@ func newGemini(base, key string) gemini {
 
 func (gemini) Kind() string { return "gemini" }
 
-func (gemini) Serves(Endpoint) bool { return false }
+func (gemini) Serves(bound.Endpoint) bool { return false }
 
-func (p gemini) URL(_ Endpoint, model string, stream bool) string {
+func (p gemini) URL(_ bound.Endpoint, model string, stream bool) string {
 	return geminiURL(p.base+"/models/", model, stream)
 }
 
@@ -46,4 +48,4 @@ func (p gemini) Header(out, _ http.Header) {
 
 func (gemini) Wire(string) convert.Wire { return convert.Gemini }
 
-func (gemini) Encode(c *convert.Chat, _ *Model) ([]byte, error) { return convert.ToGemini(c) }
+func (gemini) Encode(c *convert.Chat, _ *bound.Model) ([]byte, error) { return convert.ToGemini(c) }

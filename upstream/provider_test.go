@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // Each provider sends a request where its API expects it, with the key
@@ -15,12 +18,12 @@ func TestProvidersURLsHeadersAndEndpoints(t *testing.T) {
 		cfg            ProviderConfig
 		url            string
 		header, value  string
-		serves, denies Endpoint
+		serves, denies bound.Endpoint
 	}{
-		{ProviderConfig{BaseURL: "https://api.openai.com/v1/", APIKey: "k"}, "https://api.openai.com/v1/chat/completions", "Authorization", "Bearer k", Chat, Messages},
+		{ProviderConfig{BaseURL: "https://api.openai.com/v1/", APIKey: "k"}, "https://api.openai.com/v1/chat/completions", "Authorization", "Bearer k", bound.Chat, bound.Messages},
 		{ProviderConfig{Kind: "azure", BaseURL: "https://x.openai.azure.com/openai", APIKey: "k", APIVersion: "2024-10-21",
-			Deployments: map[string]string{"gpt-4o": "prod gpt"}}, "https://x.openai.azure.com/openai/deployments/prod%20gpt/chat/completions?api-version=2024-10-21", "Api-Key", "k", Chat, Messages},
-		{ProviderConfig{Kind: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: "k"}, "https://api.anthropic.com/v1/messages", "X-Api-Key", "k", Messages, Chat},
+			Deployments: map[string]string{"gpt-4o": "prod gpt"}}, "https://x.openai.azure.com/openai/deployments/prod%20gpt/chat/completions?api-version=2024-10-21", "Api-Key", "k", bound.Chat, bound.Messages},
+		{ProviderConfig{Kind: "anthropic", BaseURL: "https://api.anthropic.com/v1", APIKey: "k"}, "https://api.anthropic.com/v1/messages", "X-Api-Key", "k", bound.Messages, bound.Chat},
 	} {
 		p, err := NewProvider(c.cfg)
 		if err != nil {
@@ -38,11 +41,13 @@ func TestProvidersURLsHeadersAndEndpoints(t *testing.T) {
 		if !p.Serves(c.serves) || p.Serves(c.denies) {
 			t.Errorf("%s serves %v: %v, %v: %v", p.Kind(), c.serves, p.Serves(c.serves), c.denies, p.Serves(c.denies))
 		}
-		if p.Kind() == "anthropic" && (out.Get("Anthropic-Version") != "2023-06-01" || out.Get("Anthropic-Beta") != "tools-2024") {
-			t.Errorf("anthropic: version and betas %v", out)
+		if p.Kind() == "anthropic" && out.Get("Anthropic-Version") != "2023-06-01" {
+			t.Errorf("anthropic: version %v", out)
 		}
-		if p.Kind() != "anthropic" && out.Get("Anthropic-Beta") != "" {
-			t.Errorf("%s passed on an Anthropic header", p.Kind())
+		// The client's betas go only as the prepared request checked them
+		// (bound.Prepared.Betas): a provider passes none on.
+		if out.Get("Anthropic-Beta") != "" {
+			t.Errorf("%s passed on the client's anthropic-beta", p.Kind())
 		}
 	}
 	if _, err := NewProvider(ProviderConfig{Kind: "cohere"}); err == nil {
@@ -53,27 +58,27 @@ func TestProvidersURLsHeadersAndEndpoints(t *testing.T) {
 // Each endpoint reads its own wire: usage from a JSON answer, a stream's
 // meter, and an overrun event its clients parse as an error.
 func TestEndpointsReadTheirOwnWire(t *testing.T) {
-	answers := map[Endpoint]string{
-		Chat:      `{"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
-		Messages:  `{"type":"message","usage":{"input_tokens":3,"output_tokens":4}}`,
-		Responses: `{"object":"response","usage":{"input_tokens":3,"output_tokens":4}}`,
+	answers := map[bound.Endpoint]string{
+		bound.Chat:      `{"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
+		bound.Messages:  `{"type":"message","usage":{"input_tokens":3,"output_tokens":4}}`,
+		bound.Responses: `{"object":"response","usage":{"input_tokens":3,"output_tokens":4}}`,
 	}
 	for ep, body := range answers {
-		u, ok := ep.UsageFromJSON([]byte(body))
-		if !ok || u.InputTokens != 3 || u.OutputTokens != 4 {
-			t.Errorf("%v: usage %+v %v", ep, u, ok)
+		u, err := convert.AnswerUsage(Wire(ep), []byte(body))
+		if err != nil || u.Input != 3 || u.Output != 4 {
+			t.Errorf("%v: usage %+v %v", ep, u, err)
 		}
-		if m := ep.NewMeter(100); m == nil || m.anthropic != (ep == Messages) || m.responses != (ep == Responses) {
+		if m := NewMeter(ep, 100); m == nil || m.anthropic != (ep == bound.Messages) || m.responses != (ep == bound.Responses) {
 			t.Errorf("%v: meter %+v", ep, m)
 		}
-		ev := ep.OverrunEvent(`too "long"`)
+		ev := OverrunEvent(ep, `too "long"`)
 		data := ev[strings.Index(ev, "data: ")+6:]
 		data = data[:strings.Index(data, "\n")]
 		var v map[string]any
 		if err := json.Unmarshal([]byte(data), &v); err != nil || !strings.Contains(data, "output_limit_reached") {
 			t.Errorf("%v: overrun event %q: %v", ep, ev, err)
 		}
-		if (ep == Chat) != strings.HasSuffix(ev, "data: [DONE]\n\n") {
+		if (ep == bound.Chat) != strings.HasSuffix(ev, "data: [DONE]\n\n") {
 			t.Errorf("%v: [DONE] %q", ep, ev)
 		}
 	}

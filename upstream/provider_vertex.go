@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/upstream/bound"
+
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
@@ -50,9 +52,9 @@ func newVertex(base string, c ProviderConfig) (*vertex, error) {
 
 func (*vertex) Kind() string { return "vertex" }
 
-func (*vertex) Serves(Endpoint) bool { return false }
+func (*vertex) Serves(bound.Endpoint) bool { return false }
 
-func (p *vertex) URL(_ Endpoint, model string, stream bool) string {
+func (p *vertex) URL(_ bound.Endpoint, model string, stream bool) string {
 	prefix := p.base + "/projects/" + url.PathEscape(p.project) + "/locations/" + url.PathEscape(p.location) + "/publishers/"
 	if p.Wire(model) == convert.Anthropic {
 		op := ":rawPredict"
@@ -86,7 +88,7 @@ func (*vertex) Wire(model string) convert.Wire {
 
 // Encode writes Claude's requests as Vertex takes them: no model in the
 // body, its own anthropic_version.
-func (p *vertex) Encode(c *convert.Chat, m *Model) ([]byte, error) {
+func (p *vertex) Encode(c *convert.Chat, m *bound.Model) ([]byte, error) {
 	if p.Wire(m.Name) == convert.Anthropic {
 		cc := *c
 		cc.Model = ""

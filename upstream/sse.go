@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +12,12 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tidwall/gjson"
 
-	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // maxEventBytes bounds one SSE event; a longer one is a broken stream.
@@ -184,11 +186,10 @@ func (e *EventReader) field(line []byte, hasData bool) bool {
 // text generated so far (to count when no usage comes), and whether the
 // stream ended with [DONE].
 type StreamMeter struct {
-	usage     budget.Usage
-	hasUsage  bool
+	usage     convert.Usage // the figures reported so far
+	start     convert.Usage // Anthropic's message_start usage, until message_delta reports the output
 	anthropic bool
 	responses bool
-	start     anthropicUsage // Anthropic's message_start usage
 	done      bool
 	text      []byte // Text's bytes: kept, never rewritten, until Release
 	maxText   int
@@ -370,8 +371,12 @@ func (m *StreamMeter) observeResponses(data []byte) error {
 		m.keep(gjson.GetBytes(data, "delta").String())
 	case "response.completed", "response.incomplete", "response.failed":
 		m.done = true
-		if u, ok := responsesUsageAt(data, "response.usage"); ok {
-			m.usage, m.hasUsage = u, true
+		if raw := gjson.GetBytes(data, "response.usage"); raw.IsObject() {
+			u, err := convert.ReadUsage(convert.Responses, []byte(raw.Raw))
+			if err != nil {
+				return fmt.Errorf("upstream: stream usage: %w", err)
+			}
+			m.usage = u
 		}
 	}
 	return nil
@@ -392,32 +397,20 @@ func (m *StreamMeter) observeAnthropic(data []byte) error {
 		if !raw.IsObject() {
 			return nil
 		}
-		var a anthropicUsage
-		if err := json.Unmarshal([]byte(raw.Raw), &a); err != nil {
-			return fmt.Errorf("upstream: stream usage: %w", err)
-		}
-		if kind == "message_start" {
-			m.start = a
-			return nil
-		}
-		// message_delta: cumulative output; newer API versions repeat the
-		// input figures too, which then win.
-		merged := m.start
-		merged.OutputTokens = a.OutputTokens
-		for _, f := range []struct{ dst, src **int64 }{
-			{&merged.InputTokens, &a.InputTokens},
-			{&merged.CacheCreationInputTokens, &a.CacheCreationInputTokens},
-			{&merged.CacheReadInputTokens, &a.CacheReadInputTokens},
-		} {
-			if *f.src != nil {
-				*f.dst = *f.src
-			}
-		}
-		u, err := merged.usage()
+		u, err := convert.ReadUsage(convert.Anthropic, []byte(raw.Raw))
 		if err != nil {
 			return fmt.Errorf("upstream: stream usage: %w", err)
 		}
-		m.usage, m.hasUsage = u, true
+		// message_start reports the input (and an output of 1, which is
+		// not the stream's); message_delta the output so far, and in
+		// newer API versions the input figures again, which then win.
+		if kind == "message_start" {
+			m.start = u
+			return nil
+		}
+		merged := m.start
+		merged.Update(u)
+		m.usage = merged
 	}
 	return nil
 }
@@ -468,33 +461,30 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if m.usageNullByTail(data, first) || !mayHoldUsage(data[from:]) {
 		return false, nil
 	}
-	if !validJSON(data) {
-		return false, errors.New("upstream: malformed stream chunk")
+	// The chunk that reports usage is read whole, as json/v2 reads it.
+	var c struct {
+		Usage   jsontext.Value   `json:"usage"`
+		Choices []jsontext.Value `json:"choices"`
+		Groq    struct {
+			Usage jsontext.Value `json:"usage"`
+		} `json:"x_groq"`
 	}
-	// One walk for the three fields, each the first of its name (as get).
-	var usage, groq, choices jnode
-	for k, v := range root(data).members() {
-		switch name := keyName(k); {
-		case name == "usage" && usage.raw == "":
-			usage = v
-		case name == "x_groq" && groq.raw == "":
-			groq = v
-		case name == "choices" && choices.raw == "":
-			choices = v
-		}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return false, fmt.Errorf("upstream: malformed stream chunk: %w", err)
 	}
-	if !usage.isObject() {
-		usage = groq.get("usage") // Groq's, on its last chunk
+	usage := c.Usage
+	if usage.Kind() != '{' {
+		usage = c.Groq.Usage // Groq's, on its last chunk
 	}
-	if !usage.isObject() {
+	if usage.Kind() != '{' {
 		return false, nil
 	}
-	u, err := decodeUsage(usage)
+	u, err := convert.ReadUsage(convert.OpenAI, usage)
 	if err != nil {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
-	m.usage, m.hasUsage = u, true // cumulative: the last report wins
-	return noElements(choices), nil
+	m.usage = u // cumulative: the last report wins
+	return len(c.Choices) == 0, nil
 }
 
 // closesObject reports whether rest, what follows the opening quote of a
@@ -722,7 +712,12 @@ func nextQuote(data []byte, i int) int {
 
 // skipSpace returns the index of the first byte of b from i that is not
 // JSON white space.
-func skipSpace(b []byte, i int) int { return ws(unsafe.String(unsafe.SliceData(b), len(b)), i) }
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
 
 // quoteEnd returns the index of the quote that closes the JSON string
 // starting at s[0], or -1. (A byte loop: the strings of a chunk are a few
@@ -775,8 +770,8 @@ func (m *StreamMeter) keep(s string) {
 	m.text = append(m.text, s...)
 }
 
-// Usage returns the last usage the stream reported.
-func (m *StreamMeter) Usage() (budget.Usage, bool) { return m.usage, m.hasUsage }
+// Usage returns the last usage the stream reported (Reported false: none).
+func (m *StreamMeter) Usage() convert.Usage { return m.usage }
 
 // Done reports whether the stream ended with [DONE].
 func (m *StreamMeter) Done() bool { return m.done }
@@ -814,16 +809,4 @@ func mayHoldUsage(data []byte) bool {
 		}
 		return true
 	}
-}
-
-// noElements reports whether v is missing, null or an empty array: a
-// chunk with no choices.
-func noElements(v jnode) bool {
-	if v.isArray() {
-		for range v.elements() {
-			return false
-		}
-		return true
-	}
-	return v.raw == "" || v.isNull()
 }

@@ -59,9 +59,9 @@ func TestStreamMeterUsage(t *testing.T) {
 		}
 		usageOnly = append(usageOnly, u)
 	}
-	u, ok := m.Usage()
-	if !ok || u.InputTokens != 5 || u.OutputTokens != 2 || u.CachedInputTokens != 3 {
-		t.Fatalf("usage = %+v %v: cumulative usage must be counted once, the last report winning", u, ok)
+	u := m.Usage()
+	if !u.Reported() || u.Input != 5 || u.Output != 2 || u.CachedInput != 3 {
+		t.Fatalf("usage = %+v: cumulative usage must be counted once, the last report winning", u)
 	}
 	if want := []bool{false, false, true, false}; len(usageOnly) != 4 || usageOnly[1] || !usageOnly[2] {
 		t.Fatalf("usage-only flags = %v, want %v", usageOnly, want)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
 // Golden files: testdata/usage/NAME.txt holds a kind line (openai-json,
@@ -33,15 +33,10 @@ func TestUsageGolden(t *testing.T) {
 			kind, body, _ := strings.Cut(head, "\n")
 			var got string
 			switch kind {
-			case "openai-json":
-				u, ok := upstream.UsageFromJSON([]byte(body))
-				got = fmt.Sprintf("%+v ok=%v\n", u, ok)
-			case "anthropic-json":
-				u, ok := upstream.UsageFromAnthropicJSON([]byte(body))
-				got = fmt.Sprintf("%+v ok=%v\n", u, ok)
-			case "responses-json":
-				u, ok := upstream.UsageFromResponsesJSON([]byte(body))
-				got = fmt.Sprintf("%+v ok=%v\n", u, ok)
+			case "openai-json", "anthropic-json", "responses-json":
+				w := map[string]convert.Wire{"openai-json": convert.OpenAI, "anthropic-json": convert.Anthropic, "responses-json": convert.Responses}[kind]
+				u, err := convert.AnswerUsage(w, []byte(body))
+				got = fmt.Sprintf("%+v err=%v\n", u, err)
 			case "openai-sse", "anthropic-sse", "responses-sse":
 				m := map[string]*upstream.StreamMeter{"openai-sse": upstream.NewStreamMeter(1 << 16),
 					"anthropic-sse": upstream.NewAnthropicStreamMeter(1 << 16), "responses-sse": upstream.NewResponsesStreamMeter(1 << 16)}[kind]
@@ -57,8 +52,7 @@ func TestUsageGolden(t *testing.T) {
 						break
 					}
 				}
-				u, ok := m.Usage()
-				got = fmt.Sprintf("%+v ok=%v done=%v text=%q\n", u, ok, m.Done(), m.Text())
+				got = fmt.Sprintf("%+v done=%v text=%q\n", m.Usage(), m.Done(), m.Text())
 			default:
 				t.Fatalf("unknown kind %q", kind)
 			}
@@ -76,17 +70,18 @@ func TestUsageGolden(t *testing.T) {
 }
 
 // TestUsageReadAlike: the non-streamed answers of OpenAI's chat, its
-// Responses API and Anthropic's Messages are read alike: the last usage
-// member of the top level (the one encoding/json decodes), validated on
-// its own, whatever else the body holds; none where it is not an object.
+// Responses API and Anthropic's Messages are read alike, as json/v2 reads
+// them: the top-level usage member of an answer that is JSON and names no
+// member twice; none otherwise (the request is then charged its
+// reservation).
 func TestUsageReadAlike(t *testing.T) {
 	readers := map[string]struct {
-		read  func([]byte) (budget.Usage, bool)
+		wire  convert.Wire
 		usage func(in, out int) string
 	}{
-		"chat":      {upstream.UsageFromJSON, func(in, out int) string { return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d}`, in, out) }},
-		"responses": {upstream.UsageFromResponsesJSON, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
-		"messages":  {upstream.UsageFromAnthropicJSON, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
+		"chat":      {convert.OpenAI, func(in, out int) string { return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d}`, in, out) }},
+		"responses": {convert.Responses, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
+		"messages":  {convert.Anthropic, func(in, out int) string { return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d}`, in, out) }},
 	}
 	for name, r := range readers {
 		for _, c := range []struct {
@@ -95,16 +90,18 @@ func TestUsageReadAlike(t *testing.T) {
 			ok      bool
 		}{
 			{`{"id":"a","usage":` + r.usage(1, 2) + `}`, 1, 2, true},
-			{`{"usage":` + r.usage(1, 2) + `,"text":"\"usage\":` + strings.ReplaceAll(r.usage(9, 9), `"`, `\"`) + `","usage":` + r.usage(3, 4) + ` } `, 3, 4, true},
+			{`{"text":"\"usage\":` + strings.ReplaceAll(r.usage(9, 9), `"`, `\"`) + `","usage":` + r.usage(3, 4) + ` } `, 3, 4, true},
 			{`{"content":[{"text":"}]"}],"usage":` + r.usage(5, 6) + `,"stop":null}`, 5, 6, true},
-			{`{"content":[1,,],"usage":` + r.usage(7, 8) + `}`, 7, 8, true}, // the rest of the body is not validated
+			{`{"usage":` + r.usage(1, 2) + `,"usage":` + r.usage(3, 4) + `}`, 0, 0, false}, // a name twice
+			{`{"content":[1,,],"usage":` + r.usage(7, 8) + `}`, 0, 0, false},               // not JSON
 			{`{"usage":` + r.usage(1, 2) + `,"usage":null}`, 0, 0, false},
 			{`{"usage":{"input_tokens":1,}}`, 0, 0, false},
 			{`[{"usage":` + r.usage(1, 2) + `}]`, 0, 0, false},
+			{`{"usage":null}`, 0, 0, false},
 		} {
-			u, ok := r.read([]byte(c.body))
-			if ok != c.ok || ok && (u.InputTokens != c.in || u.OutputTokens != c.out) {
-				t.Errorf("%s: %s read as %+v %v, want %d in, %d out, %v", name, c.body, u, ok, c.in, c.out, c.ok)
+			u, err := convert.AnswerUsage(r.wire, []byte(c.body))
+			if ok := err == nil && u.Reported(); ok != c.ok || ok && (u.Input != c.in || u.Output != c.out) {
+				t.Errorf("%s: %s read as %+v %v, want %d in, %d out, %v", name, c.body, u, err, c.in, c.out, c.ok)
 			}
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // Admit is the sequence's first step for an LLM endpoint: read the body,
@@ -17,7 +17,7 @@ import (
 // against all of them at once. The call is returned whatever happens, for
 // Done; on error nothing is reserved and the error says why (a *Refused
 // for a limit's refusal).
-func (g *Gateway) Admit(ctx context.Context, ep upstream.Endpoint, req Request) (*Call, error) {
+func (g *Gateway) Admit(ctx context.Context, ep bound.Endpoint, req Request) (*Call, error) {
 	cl := g.begin(req)
 	_, end := g.span(ctx, "estimate")
 	body, err := req.Body()
@@ -58,11 +58,11 @@ func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) (err error) 
 	return nil
 }
 
-// prepare parses and estimates the request: the model (or alias) must be
+// prepare reads and bounds the request: the model (or alias) must be
 // priced and allowed for the key, and the body is prepared for each
-// deployment that may serve it, so that its estimate bounds it there.
-func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
-	req, err := upstream.ParseRequest(ep, body)
+// deployment that may serve it, so that its bound holds there.
+func (g *Gateway) prepare(cl *Call, ep bound.Endpoint, body []byte) error {
+	req, err := bound.Parse(ep, body, cl.req.Header)
 	if err != nil {
 		return err
 	}
@@ -73,29 +73,24 @@ func (g *Gateway) prepare(cl *Call, ep upstream.Endpoint, body []byte) error {
 	if !cl.principal.Allows(req.Model) {
 		return &ModelError{Model: req.Model, Allowed: true}
 	}
-	// The first plan takes req as parsed: its Stream and User stay, its
-	// fields and model may be rewritten for the deployment.
-	model := req.Model
-	if cl.plans, err = planFor(ep, body, req, r, cl.plans0[:0], &cl.plan0); err != nil {
+	if cl.plans, err = planFor(req, r, cl.plans0[:0], &cl.plan0); err != nil {
 		return err
 	}
-	cl.llm, cl.route, cl.model = req, r, model
+	cl.llm, cl.route, cl.model = req, r, req.Model
 	// Any deployment may serve it: reserve at the dearest.
 	if cl.estimate, err = cl.estimateAt(0); err != nil {
-		return &upstream.RequestError{Message: "the request is too large to price"}
+		return &bound.RequestError{Message: "the request is too large to price"}
 	}
 	return nil
 }
 
-// planFor prepares body for every deployment of r that can take it: one
-// whose upstream speaks ep, and whose model accepts the request (its
-// output cap within the model's, its images priced). Deployments with the
-// same model and quirks share one preparation; the first preparation takes
-// parsed, body as parsed already, and each other parses body anew (a
-// preparation rewrites its request). The error is the first deployment's
+// planFor prepares req for every deployment of r that can take it: one
+// whose model accepts the request (its output cap within the model's, its
+// images priced, its fields known there). Deployments with the same model
+// and dialect share one preparation. The error is the first deployment's
 // when none can. The plans are appended to buf; the first is made in
 // spare, if not nil.
-func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *route, buf []*plan, spare *plan) ([]*plan, error) {
+func planFor(req *bound.Request, r *route, buf []*plan, spare *plan) ([]*plan, error) {
 	plans := buf
 	newPlan := func(p plan) *plan {
 		if q := spare; q != nil {
@@ -108,30 +103,13 @@ func planFor(ep upstream.Endpoint, body []byte, parsed *upstream.Request, r *rou
 	}
 	var first error
 	for _, d := range r.deployments {
-		native := d.target.provider.Serves(ep)
 		if i := slices.IndexFunc(plans, func(p *plan) bool {
 			return p.dep.model.SameRequest(&d.model) && p.dep.target.provider.Kind() == d.target.provider.Kind()
 		}); i >= 0 {
-			plans = append(plans, newPlan(plan{dep: d, req: plans[i].req, prep: plans[i].prep}))
+			plans = append(plans, newPlan(plan{dep: d, req: req, prep: plans[i].prep}))
 			continue
 		}
-		req, err := parsed, error(nil)
-		if req == nil {
-			req, err = upstream.ParseRequest(ep, body)
-		}
-		parsed = nil
-		var prep *upstream.Prepared
-		switch {
-		case err != nil:
-		case !native:
-			// Another wire: the request is translated for it.
-			prep, err = req.Translate(&d.model, d.target.provider)
-		case req.Model != d.model.Name:
-			err = req.SetModel(d.model.Name)
-		}
-		if err == nil && native {
-			prep, err = req.Prepare(&d.model)
-		}
+		prep, err := req.Prepare(&d.model, d.target.provider)
 		if err != nil {
 			if first == nil {
 				first = err
@@ -218,7 +196,7 @@ func (g *Gateway) clamp(ctx context.Context, cl *Call, refused *budget.RefusedEr
 	}
 	r, res, err = g.engine.ReserveFor(ctx, cl.limits, cl.estimate, pre)
 	if err == nil {
-		cl.clamped = &Clamp{Field: cl.plans[0].req.CapField(), Granted: k, Requested: requested}
+		cl.clamped = &Clamp{Field: cl.plans[0].prep.CapField, Granted: k, Requested: requested}
 		g.log.Info("clamped to fit a budget", "request_id", cl.id, "team", cl.principal.Team, "limit", refused.Limit.Bucket,
 			"requested", requested, "granted", k)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 const teamBudget = `{name: usd-month, kind: budget, unit: usd, amount: "$1", period: month}`
@@ -23,28 +23,28 @@ func TestAdmitRefusesWhatItCannotBound(t *testing.T) {
 	unreadable := errors.New("the client's body broke off")
 	for _, tc := range []struct {
 		desc, key string
-		ep        upstream.Endpoint
+		ep        bound.Endpoint
 		body      string
 		readErr   error
 		check     func(error) bool
 	}{
-		{desc: "an unknown model", key: fullKey, ep: upstream.Chat, body: `{"model":"nope","messages":[{"role":"user","content":"x"}]}`,
+		{desc: "an unknown model", key: fullKey, ep: bound.Chat, body: `{"model":"nope","messages":[{"role":"user","content":"x"}]}`,
 			check: func(err error) bool {
 				var m *gateway.ModelError
 				return errors.As(err, &m) && !m.Allowed && m.Model == "nope"
 			}},
-		{desc: "a model the key may not use", key: narrowKey, ep: upstream.Chat, body: `{"model":"m2","messages":[{"role":"user","content":"x"}]}`,
+		{desc: "a model the key may not use", key: narrowKey, ep: bound.Chat, body: `{"model":"m2","messages":[{"role":"user","content":"x"}]}`,
 			check: func(err error) bool { var m *gateway.ModelError; return errors.As(err, &m) && m.Allowed }},
-		{desc: "a body that is not JSON", key: fullKey, ep: upstream.Chat, body: `{"model":`,
-			check: func(err error) bool { var r *upstream.RequestError; return errors.As(err, &r) }},
-		{desc: "an output cap past the model's", key: fullKey, ep: upstream.Chat, body: `{"model":"m","max_tokens":5000,"messages":[{"role":"user","content":"x"}]}`,
-			check: func(err error) bool { var r *upstream.RequestError; return errors.As(err, &r) }},
-		{desc: "a Messages request without max_tokens", key: fullKey, ep: upstream.Messages, body: `{"model":"m","messages":[{"role":"user","content":"x"}]}`,
+		{desc: "a body that is not JSON", key: fullKey, ep: bound.Chat, body: `{"model":`,
+			check: func(err error) bool { var r *bound.RequestError; return errors.As(err, &r) }},
+		{desc: "an output cap past the model's", key: fullKey, ep: bound.Chat, body: `{"model":"m","max_tokens":5000,"messages":[{"role":"user","content":"x"}]}`,
+			check: func(err error) bool { var r *bound.RequestError; return errors.As(err, &r) }},
+		{desc: "a Messages request without max_tokens", key: fullKey, ep: bound.Messages, body: `{"model":"m","messages":[{"role":"user","content":"x"}]}`,
 			check: func(err error) bool {
-				var r *upstream.RequestError
+				var r *bound.RequestError
 				return errors.As(err, &r) && r.Param == "max_tokens"
 			}},
-		{desc: "a body that cannot be read", key: fullKey, ep: upstream.Chat, readErr: unreadable,
+		{desc: "a body that cannot be read", key: fullKey, ep: bound.Chat, readErr: unreadable,
 			check: func(err error) bool { return errors.Is(err, unreadable) }},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -137,11 +137,11 @@ func TestHeldBudgetsAndSlots(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := newFixture(t, setup{teamLimits: tc.limits})
-			first, err := f.gw.Admit(context.Background(), upstream.Chat, f.request(fullKey, "/v1/chat/completions", hello))
+			first, err := f.gw.Admit(context.Background(), bound.Chat, f.request(fullKey, "/v1/chat/completions", hello))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = f.gw.Admit(context.Background(), upstream.Chat, f.request(fullKey, "/v1/chat/completions", hello))
+			_, err = f.gw.Admit(context.Background(), bound.Chat, f.request(fullKey, "/v1/chat/completions", hello))
 			var r *gateway.Refused
 			if !errors.As(err, &r) || !errors.Is(err, tc.sentinel) || r.Result.RetryAfter != tc.retry {
 				t.Fatalf("while the first is in flight: %v (retry %v), want %v and %v", err, r, tc.sentinel, tc.retry)
@@ -189,7 +189,7 @@ func TestBypass(t *testing.T) {
 	if o := f.chat(fullKey, hello); !errors.Is(o.err, budget.ErrOverBudget) {
 		t.Fatalf("unsigned: %v", o.err)
 	}
-	if o := f.do(context.Background(), upstream.Chat, signed("n1", f.clock.Now())); o.err != nil {
+	if o := f.do(context.Background(), bound.Chat, signed("n1", f.clock.Now())); o.err != nil {
 		t.Fatalf("signed: %v", o.err)
 	}
 	for _, tc := range []struct {
@@ -204,7 +204,7 @@ func TestBypass(t *testing.T) {
 			return r
 		}()},
 	} {
-		if o := f.do(context.Background(), upstream.Chat, tc.req); !errors.Is(o.err, gateway.ErrBadSignature) {
+		if o := f.do(context.Background(), bound.Chat, tc.req); !errors.Is(o.err, gateway.ErrBadSignature) {
 			t.Errorf("%s: %v", tc.desc, o.err)
 		}
 	}

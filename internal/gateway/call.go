@@ -6,7 +6,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // Request is what the sequence needs of one client request, as the HTTP
@@ -49,7 +49,7 @@ type Call struct {
 	paid      *paidRoute
 	// llm is the client's request as parsed; plans are it prepared for
 	// each deployment that may serve it.
-	llm         *upstream.Request
+	llm         *bound.Request
 	plans       []*plan
 	body        []byte
 	estimate    budget.Amounts

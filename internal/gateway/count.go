@@ -1,10 +1,9 @@
 package gateway
 
 import (
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
+	"cmp"
 
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // CountTokens answers Anthropic's count_tokens for req with the gateway's
@@ -21,17 +20,29 @@ func (g *Gateway) CountTokens(req Request) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !gjson.GetBytes(body, "max_tokens").Exists() {
-		if body, err = sjson.SetBytes(body, "max_tokens", 1); err != nil {
-			return 0, &upstream.RequestError{Message: "the body must be a JSON object"}
-		}
-	}
-	if err := g.prepare(cl, upstream.Messages, body); err != nil {
+	r, err := bound.Parse(bound.Messages, body, req.Header)
+	if err != nil {
 		return 0, err
 	}
+	rt, ok := cl.settings.routes[r.Model]
+	switch {
+	case !ok:
+		return 0, &ModelError{Model: r.Model}
+	case !cl.principal.Allows(r.Model):
+		return 0, &ModelError{Model: r.Model, Allowed: true}
+	}
 	var n int64
-	for _, p := range cl.plans {
-		n = max(n, p.prep.InputTokens)
+	var first error
+	for _, d := range rt.deployments {
+		in, err := r.InputTokens(&d.model)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		n = max(n, in)
+	}
+	if n == 0 && first != nil {
+		return 0, first
 	}
 	return n, nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/keyreg"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // downStore is a store that can be made unreachable: its reservations
@@ -50,14 +50,14 @@ func TestARouteDegradesAsConfiguredWhileTheStoreIsAway(t *testing.T) {
 	if o := f.chat(fullKey, hello); !errors.Is(o.err, budget.ErrStoreUnavailable) || o.call.Outcome() != "refused" {
 		t.Fatalf("fail_closed: %v (%q)", o.err, o.call.Outcome())
 	}
-	o := f.do(context.Background(), upstream.Completions, f.request(fullKey, "/v1/completions", `{"model":"m","prompt":"hello"}`))
+	o := f.do(context.Background(), bound.Completions, f.request(fullKey, "/v1/completions", `{"model":"m","prompt":"hello"}`))
 	if o.err != nil || f.gw.Degraded("fail_open") != 1 {
 		t.Fatalf("fail_open: %v, %d let through", o.err, f.gw.Degraded("fail_open"))
 	}
 	if e := f.ledger(); len(e) != 1 || e[0].Degraded != "fail_open" || !e[0].Served {
 		t.Fatalf("fail_open ledger %+v", e)
 	}
-	o = f.do(context.Background(), upstream.Responses, f.request(fullKey, "/v1/responses", `{"model":"m","input":"hello"}`))
+	o = f.do(context.Background(), bound.Responses, f.request(fullKey, "/v1/responses", `{"model":"m","input":"hello"}`))
 	if o.err != nil || f.gw.Degraded("local_fallback") != 1 {
 		t.Fatalf("local_fallback: %v, %d let through", o.err, f.gw.Degraded("local_fallback"))
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // estimateAt is the request's estimate with an output cap of k per
@@ -15,15 +15,11 @@ import (
 func (cl *Call) estimateAt(k int64) (budget.Amounts, error) {
 	a := budget.Amounts{Requests: cl.settings.cost(cl.req.Route)}
 	for _, p := range cl.plans {
-		out := p.prep.MaxOutputTokens
-		if k > 0 && k < p.prep.OutputCap {
-			out = k*p.prep.Choices + p.prep.Predicted
-		}
-		c, err := p.dep.price.BoundCost(p.prep.InputTokens, p.prep.InputAudioTokens, out, p.prep.AudioOutput)
+		c, tokens, err := p.prep.Cost(p.dep.price, k)
 		if err != nil {
 			return budget.Amounts{}, err
 		}
-		a.Cost, a.Tokens = max(a.Cost, c), max(a.Tokens, p.prep.InputTokens+out)
+		a.Cost, a.Tokens = max(a.Cost, c), max(a.Tokens, tokens)
 	}
 	return a, nil
 }
@@ -36,7 +32,11 @@ func (cl *Call) fit(res budget.Result) int64 {
 	if len(cl.plans) == 0 || cl.plans[0].prep.Choices == 0 || len(res.Status) != len(cl.limits) {
 		return -1
 	}
-	fits := func(k int64) bool {
+	var capMax int64
+	for _, p := range cl.plans {
+		capMax = max(capMax, p.prep.OutputCap)
+	}
+	return bound.Fit(capMax, func(k int64) bool {
 		a, err := cl.estimateAt(k)
 		if err != nil {
 			return false
@@ -54,35 +54,19 @@ func (cl *Call) fit(res budget.Result) int64 {
 			}
 		}
 		return true
-	}
-	var capMax int64
-	for _, p := range cl.plans {
-		capMax = max(capMax, p.prep.OutputCap)
-	}
-	lo, hi := int64(1), capMax-1
-	if hi < lo || !fits(lo) {
-		return 0
-	}
-	for lo < hi {
-		if mid := lo + (hi-lo+1)/2; fits(mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
+	})
 }
 
 // clamp rewrites the request, for every deployment, to an output cap of
 // at most k per choice and re-estimates it.
 func (cl *Call) clamp(k int64) error {
-	done := map[*upstream.Prepared]bool{}
+	done := map[*bound.Prepared]bool{}
 	for _, p := range cl.plans {
 		if done[p.prep] || k >= p.prep.OutputCap {
 			continue
 		}
 		done[p.prep] = true
-		if err := p.req.SetOutputCap(p.prep, k); err != nil {
+		if err := p.prep.Clamp(k); err != nil {
 			return err
 		}
 	}
@@ -154,7 +138,7 @@ func (g *Gateway) refusalOf(cl *Call, refused *budget.RefusedError) *Refused {
 		refused.Result.RetryAfter = g.holds.retry()
 	}
 	if budget.IsBudgetRefusal(refused) && len(cl.plans) > 0 { // a paid route has no output cap
-		r.Fit, r.CapField = cl.fit(refused.Result), cl.plans[0].req.CapField()
+		r.Fit, r.CapField = cl.fit(refused.Result), cl.plans[0].prep.CapField
 	}
 	return r
 }

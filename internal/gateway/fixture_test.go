@@ -24,7 +24,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // The gateway's package tests run the sequence on the embedded store, on
@@ -158,7 +158,7 @@ type outcome struct {
 }
 
 // do runs req through every step, as the HTTP adapter does.
-func (f *fixture) do(ctx context.Context, ep upstream.Endpoint, req gateway.Request) outcome {
+func (f *fixture) do(ctx context.Context, ep bound.Endpoint, req gateway.Request) outcome {
 	f.t.Helper()
 	cl, err := f.gw.Admit(ctx, ep, req)
 	return f.serve(ctx, cl, err)
@@ -177,7 +177,7 @@ func (f *fixture) serve(ctx context.Context, cl *gateway.Call, err error) outcom
 
 func (f *fixture) chat(key, body string) outcome {
 	f.t.Helper()
-	return f.do(context.Background(), upstream.Chat, f.request(key, "/v1/chat/completions", body))
+	return f.do(context.Background(), bound.Chat, f.request(key, "/v1/chat/completions", body))
 }
 
 // spent is the team's settled and pending spend this month.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/internal/gateway"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // A served answer is relayed as it came and settled at the usage the
@@ -21,7 +21,7 @@ func TestServedAnswerIsSettledAtReportedUsage(t *testing.T) {
 	req := f.request(fullKey, "/v1/chat/completions", hello)
 	req.Header.Set("Authorization", "Bearer "+fullKey)
 	req.Header.Set("User-Agent", "test-client/1")
-	o := f.do(context.Background(), upstream.Chat, req)
+	o := f.do(context.Background(), bound.Chat, req)
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -193,7 +193,7 @@ func TestUnansweredRequestsAreReleased(t *testing.T) {
 				f.up.arrived = make(chan string, 1)
 				go func() { <-f.up.arrived; cancel() }()
 			}
-			o := f.do(ctx, upstream.Chat, f.request(fullKey, "/v1/chat/completions", hello))
+			o := f.do(ctx, bound.Chat, f.request(fullKey, "/v1/chat/completions", hello))
 			if !errors.Is(o.err, tc.want) || o.call.Outcome() != tc.outcome {
 				t.Fatalf("error %v, outcome %q; want %v, %q", o.err, o.call.Outcome(), tc.want, tc.outcome)
 			}

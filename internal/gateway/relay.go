@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
@@ -24,9 +25,10 @@ import (
 const maxResponseBytes = 32 << 20
 
 // forwarded request headers (canonical, as returnHeaders); everything else
-// the client sent (its key, cookies, internal headers) stays at the
-// gateway.
-var forwardHeaders = []string{"Accept", "User-Agent", "Openai-Beta"}
+// the client sent (its key, cookies, internal headers, beta switches)
+// stays at the gateway, but what the upstream lets pass
+// (upstreams[].pass_headers) and the Anthropic betas the bound checked.
+var forwardHeaders = []string{"Accept", "User-Agent"}
 
 // returned response headers (canonical: they are looked up and set as
 // they are); the upstream's own rate-limit headers and
@@ -81,8 +83,18 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 		}
 	}
 	hs.Set("Content-Type", "application/json")
+	if pass := p.dep.model.Pass; pass != nil {
+		for _, k := range pass.Headers {
+			if v := cl.req.Header[k]; len(v) > 0 {
+				req.Header[k] = v
+			}
+		}
+	}
 	g.inject(ctx, req.Header)
 	t.provider.Header(req.Header, cl.req.Header)
+	if p.prep.Betas != "" {
+		hs.Set("Anthropic-Beta", p.prep.Betas)
+	}
 	if s, ok := t.provider.(upstream.Signer); ok {
 		if err := s.Sign(ctx, req, p.prep.Body); err != nil {
 			g.log.Error("signing the upstream request", "request_id", cl.id, "upstream", t.name, "err", err)
@@ -195,7 +207,7 @@ func (p *plan) wires() (client, wire convert.Wire) {
 	if tr := p.prep.Translation; tr != nil {
 		return tr.Client, tr.Upstream
 	}
-	if p.req.Endpoint == upstream.Messages {
+	if p.req.Endpoint == bound.Messages {
 		return convert.Anthropic, convert.Anthropic
 	}
 	return convert.OpenAI, convert.OpenAI
@@ -305,10 +317,11 @@ func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.H
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(body)
 		flush(w) // the client has its answer before the settlement runs
-		if u, ok := p.req.Endpoint.UsageFromJSON(body); ok {
-			return u
+		u, err := convert.AnswerUsage(upstream.Wire(p.req.Endpoint), body)
+		if err == nil {
+			return g.charge(cl, p, u)
 		}
-		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
+		g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id, "err", err)
 		return cl.reservedUsage(p)
 	}
 	// Too large to buffer, or cut short: relay what there is, charge in full.
@@ -324,7 +337,18 @@ func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.H
 // request is then charged exactly what was reserved.
 func (cl *Call) reservedUsage(p *plan) budget.Usage {
 	cl.chargeReserved = true
-	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: p.prep.MaxOutputTokens, Estimated: true}
+	return p.prep.Reserved()
+}
+
+// charge is the usage p is settled at for what its upstream reported:
+// figures it left out are charged at the most they could be, and logged.
+func (g *Gateway) charge(cl *Call, p *plan, u convert.Usage) budget.Usage {
+	b := p.prep.Charge(u, p.dep.price)
+	if len(b.Unreported) > 0 {
+		g.log.Warn("upstream's usage left figures out; charging them at the request's bound", "request_id", cl.id,
+			"upstream", p.dep.target.name, "unreported", b.Unreported)
+	}
+	return b
 }
 
 // stream relays an SSE answer event by event, flushing each at once. It
@@ -334,7 +358,7 @@ func (cl *Call) reservedUsage(p *plan) budget.Usage {
 // output the gateway saw, counted with the model's tokenizer.
 func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
 	startStream(w)
-	meter := p.req.Endpoint.NewMeter(maxText(p))
+	meter := upstream.NewMeter(p.req.Endpoint, maxText(p))
 	defer meter.Release() // after the return value is counted from its text
 	events := upstream.NewEventReader(body)
 	defer events.Release()
@@ -348,7 +372,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 				g.log.Warn("malformed stream event", "request_id", cl.id, "err", perr)
 			}
 			if count.over(meter) {
-				g.endOverrun(w, cl, p, p.req.Endpoint.OverrunEvent(overrunMessage(p)), count.counted)
+				g.endOverrun(w, cl, p, upstream.OverrunEvent(p.req.Endpoint, overrunMessage(p)), count.counted)
 				cancel()
 				return cl.reservedUsage(p)
 			}
@@ -370,8 +394,8 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 		}
 		lease.keep(events.Buffered() == 0)
 	}
-	if u, ok := meter.Usage(); ok {
-		return u
+	if u := meter.Usage(); u.Reported() {
+		return g.charge(cl, p, u)
 	}
 	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: count.final(meter.Text(), meter.Truncated()), Estimated: true}
 }

@@ -2,13 +2,14 @@ package gateway
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"sync/atomic"
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/tokenizer"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 	"github.com/tollgate-dev/tollgate/upstream/catalog"
 )
 
@@ -26,7 +27,7 @@ type route struct {
 // called and counted there, and its price there.
 type deployment struct {
 	target *target
-	model  upstream.Model
+	model  bound.Model
 	price  budget.Price
 	weight int
 	label  string // "upstream/model"
@@ -40,8 +41,8 @@ func (d *deployment) name() string { return d.label }
 // sent and the bound of what it may bill.
 type plan struct {
 	dep  *deployment
-	req  *upstream.Request
-	prep *upstream.Prepared
+	req  *bound.Request
+	prep *bound.Prepared
 }
 
 // order is the deployments in the order one request tries them; intn
@@ -101,8 +102,18 @@ func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 		targets[u.Name] = t
 		byName[u.Name] = u
 	}
+	passes := map[string]*bound.Pass{}
+	for _, u := range c.Upstreams {
+		if len(u.PassFields)+len(u.PassHeaders)+len(u.PassBetas) > 0 {
+			headers := make([]string, len(u.PassHeaders))
+			for i, h := range u.PassHeaders {
+				headers[i] = http.CanonicalHeaderKey(h)
+			}
+			passes[u.Name] = &bound.Pass{Fields: u.PassFields, Headers: headers, Betas: u.PassBetas}
+		}
+	}
 	deploy := func(u config.Upstream, model string, weight int) (*deployment, error) {
-		m, err := modelAt(c, u, model)
+		m, err := modelAt(c, u, model, passes[u.Name])
 		if err != nil {
 			return nil, err
 		}
@@ -149,14 +160,14 @@ func (g *Gateway) routeModels(c *config.Config, st *Settings) error {
 }
 
 // modelAt is how model is called and counted at upstream u.
-func modelAt(c *config.Config, u config.Upstream, name string) (upstream.Model, error) {
+func modelAt(c *config.Config, u config.Upstream, name string, pass *bound.Pass) (bound.Model, error) {
 	m := c.Models[name]
 	counter, err := tokenizer.Load(m.Encoding)
 	if err != nil {
-		return upstream.Model{}, fmt.Errorf("gateway: model %s: %w", name, err)
+		return bound.Model{}, fmt.Errorf("gateway: model %s: %w", name, err)
 	}
 	preset := catalog.Presets[u.Preset]
-	return upstream.Model{Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
+	return bound.Model{Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, AudioTokensPerSecond: m.AudioTokensPerSecond,
 		AudioOutput: m.OutputAudio.Value > 0, Embedding: m.Embedding,
 		TokenRatio: m.TokenRatio, CapField: preset.CapField, StreamUsage: preset.StreamUsage}, nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // aliases are the fixture's public names over two deployments: m at main
@@ -141,7 +141,7 @@ func TestLeastBusy(t *testing.T) {
 		t.Fatalf("the first went to %s", host)
 	}
 	for range 5 {
-		o := f.do(context.Background(), upstream.Chat, f.request(fullKey, "/v1/chat/completions", ask("busy")))
+		o := f.do(context.Background(), bound.Chat, f.request(fullKey, "/v1/chat/completions", ask("busy")))
 		if o.err != nil || o.resp.Header().Get("X-Tollgate-Deployment") != "backup/m2" {
 			t.Fatalf("with main busy: %v, %q", o.err, o.resp.Header().Get("X-Tollgate-Deployment"))
 		}

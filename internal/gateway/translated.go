@@ -62,8 +62,8 @@ func (g *Gateway) copyTranslated(cl *Call, p *plan, w http.ResponseWriter, resp 
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
 	flush(w)
-	if u, ok := upstream.Usage(rep.Usage); ok {
-		return u
+	if rep.Usage.Reported() {
+		return g.charge(cl, p, rep.Usage)
 	}
 	g.log.Warn("upstream reported no usage; charging the reservation", "request_id", cl.id)
 	return cl.reservedUsage(p)
@@ -101,13 +101,13 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 					text.keep(ev.Call.Name)
 				}
 				if count.over(&text) {
-					g.endOverrun(w, cl, p, p.req.Endpoint.OverrunEvent(overrunMessage(p)), count.counted)
+					g.endOverrun(w, cl, p, upstream.OverrunEvent(p.req.Endpoint, overrunMessage(p)), count.counted)
 					cancel()
 					return cl.reservedUsage(p)
 				}
 				if out := enc.Encode(ev); len(out) > 0 {
 					if _, werr := w.Write(out); werr != nil {
-						return g.streamUsage(p, usage, false, &count, &text) // the client went away
+						return g.streamUsage(cl, p, usage, false, &count, &text) // the client went away
 					}
 				}
 			}
@@ -126,15 +126,15 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 		}
 		lease.keep(src.Buffered() == 0)
 	}
-	return g.streamUsage(p, usage, stopped, &count, &text)
+	return g.streamUsage(cl, p, usage, stopped, &count, &text)
 }
 
 // streamUsage is a translated stream's usage: what the upstream reported
 // when the stream came to its end, else the input estimate and the
 // output counted (a cut stream's report is not yet its whole output).
-func (g *Gateway) streamUsage(p *plan, u convert.Usage, complete bool, count *outputCount, text *keptText) budget.Usage {
-	if b, ok := upstream.Usage(u); ok && complete {
-		return b
+func (g *Gateway) streamUsage(cl *Call, p *plan, u convert.Usage, complete bool, count *outputCount, text *keptText) budget.Usage {
+	if u.Reported() && complete {
+		return g.charge(cl, p, u)
 	}
 	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: count.final(text.String(), text.truncated), Estimated: true}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // urls are a target's parsed request URLs. The URL a provider makes for an
@@ -21,7 +22,7 @@ type urls struct {
 }
 
 type urlKey struct {
-	ep     upstream.Endpoint
+	ep     bound.Endpoint
 	model  string
 	stream bool
 }

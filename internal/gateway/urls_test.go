@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // TestURLsRequest: a request built from a parsed-once URL is the one
@@ -26,7 +27,7 @@ func TestURLsRequest(t *testing.T) {
 		}
 		var c urls
 		for range 2 {
-			for _, k := range []urlKey{{upstream.Chat, "gpt-4o", false}, {upstream.Chat, "gpt-4o", true}, {upstream.Chat, "gemini-2.0-flash", true}, {upstream.Embeddings, "x/y", false}} {
+			for _, k := range []urlKey{{bound.Chat, "gpt-4o", false}, {bound.Chat, "gpt-4o", true}, {bound.Chat, "gemini-2.0-flash", true}, {bound.Embeddings, "x/y", false}} {
 				if !p.Serves(k.ep) {
 					continue
 				}

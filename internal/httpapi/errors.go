@@ -9,7 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // row is how one error is answered: status, body, Retry-After, and the
@@ -140,7 +140,7 @@ func mapError(err error) refusal {
 	var (
 		gwRefused *gateway.Refused
 		refused   *budget.RefusedError
-		reqErr    *upstream.RequestError
+		reqErr    *bound.RequestError
 		mErr      *gateway.ModelError
 		upErr     *gateway.UpstreamRefused
 		throttled *authThrottled

@@ -11,7 +11,7 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/budget/memstore"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // Every error the request path meets has one row in the error table: a
@@ -60,7 +60,7 @@ func TestTheErrorTable(t *testing.T) {
 		{refusal(tpm, budget.Amounts{Tokens: 1}, budget.Amounts{Tokens: 10}, false), 429, "request_too_large_for_limit", "too_large_for_limit"},
 		{fmt.Errorf("reserving: %w", budget.ErrStoreUnavailable), 503, "budget_store_unavailable", "store_unavailable"},
 		{&gateway.UpstreamRefused{Code: "upstream_queue_full"}, 503, "upstream_queue_full", "upstream_queue_full"},
-		{&upstream.RequestError{Param: "n", Message: "n must be at least 1"}, 400, "invalid_request", "bad_request"},
+		{&bound.RequestError{Param: "n", Message: "n must be at least 1"}, 400, "invalid_request", "bad_request"},
 		{&gateway.ModelError{Model: "m", Allowed: true}, 403, "model_not_allowed", "model_not_allowed"},
 		{&gateway.ModelError{Model: "m"}, 400, "model_not_found", "model_not_found"},
 		{errTooLarge, 413, "request_too_large", "body_too_large"},

@@ -9,14 +9,14 @@ import (
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/internal/httpx"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // proxy serves one LLM endpoint: decode the request into the gateway's
 // steps — Admit (estimate, reserve), Forward (relay the answer as it
 // arrives), Finish (settle after the response) — and encode what they
 // refuse through the error table.
-func (s *Server) proxy(ep upstream.Endpoint, route string) echo.HandlerFunc {
+func (s *Server) proxy(ep bound.Endpoint, route string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := s.request(c, route)
 		cl, err := s.gw.Admit(c.Request().Context(), ep, req)

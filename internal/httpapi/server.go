@@ -21,7 +21,7 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/httpx"
 	"github.com/tollgate-dev/tollgate/internal/metrics"
 	"github.com/tollgate-dev/tollgate/policy"
-	"github.com/tollgate-dev/tollgate/upstream"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // SignatureHeader carries a bypass signature (gateway.Sign).
@@ -101,13 +101,13 @@ func (s *Server) routes(gatherer prometheus.Gatherer) *echo.Echo {
 	v1.RouteNotFound("/*", guarded(echo.NotFoundHandler))
 	for _, r := range []struct {
 		path string
-		ep   upstream.Endpoint
+		ep   bound.Endpoint
 	}{
-		{"/v1/chat/completions", upstream.Chat},
-		{"/v1/completions", upstream.Completions},
-		{"/v1/embeddings", upstream.Embeddings},
-		{"/v1/messages", upstream.Messages},
-		{"/v1/responses", upstream.Responses},
+		{"/v1/chat/completions", bound.Chat},
+		{"/v1/completions", bound.Completions},
+		{"/v1/embeddings", bound.Embeddings},
+		{"/v1/messages", bound.Messages},
+		{"/v1/responses", bound.Responses},
 	} {
 		v1.POST(strings.TrimPrefix(r.path, "/v1"), guarded(s.proxy(r.ep, r.path)))
 	}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestPostgresLedger(t *testing.T) {
 	if len(got) != 2 || got[0].ReservationID != "acme/a" || got[1].ReservationID != "acme/b" {
 		t.Fatalf("scan [t0, t0+1h) = %+v", got)
 	}
-	if !got[0].Time.Equal(a.Time) || got[0].Cost != a.Cost || got[0].Usage != a.Usage || got[0].Reserved != a.Reserved {
+	if !got[0].Time.Equal(a.Time) || got[0].Cost != a.Cost || !reflect.DeepEqual(got[0].Usage, a.Usage) || got[0].Reserved != a.Reserved {
 		t.Fatalf("round trip changed the entry:\n got %+v\nwant %+v", got[0], a)
 	}
 	var rows, sum int64

@@ -1,4 +1,4 @@
-package upstream
+package bound
 
 import (
 	"bytes"
@@ -95,29 +95,29 @@ func TestInputAudioIsBounded(t *testing.T) {
 	m := &Model{Name: "gpt-4o-audio-preview", Counter: counter, MaxOutputTokens: 4096, DefaultOutputTokens: 512, AudioTokensPerSecond: 20}
 	body := `{"model":"gpt-4o-audio-preview","messages":[{"role":"user","content":[{"type":"text","text":"What is said?"},` +
 		`{"type":"input_audio","input_audio":{"format":"wav","data":"` + base64.StdEncoding.EncodeToString(wav(2.5, 24000, 1, 16, 0)) + `"}}]}]}`
-	req, err := ParseRequest(Chat, []byte(body))
+	req, err := Parse(Chat, []byte(body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := req.Prepare(m)
+	p, err := req.Prepare(m, serveAll{})
 	// 2.5 s and the header's 24 bytes past the fmt chunk, × 20, + 1.
 	if err != nil || p.InputAudioTokens != 52 || p.InputTokens < 52+4 || p.AudioOutput {
 		t.Fatalf("%v: %d audio tokens of %d, want 52", err, p.InputAudioTokens, p.InputTokens)
 	}
 	m.AudioTokensPerSecond = 0
-	req, _ = ParseRequest(Chat, []byte(body))
-	if _, err := req.Prepare(m); err == nil || !strings.Contains(err.Error(), "audio_tokens_per_second") {
+	req, _ = Parse(Chat, []byte(body), nil)
+	if _, err := req.Prepare(m, serveAll{}); err == nil || !strings.Contains(err.Error(), "audio_tokens_per_second") {
 		t.Fatalf("a model without an audio rate: %v", err)
 	}
 	// Audio output only where the model prices it.
 	ask := `{"model":"gpt-4o-audio-preview","modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"},"messages":[{"role":"user","content":"Hi"}]}`
-	req, _ = ParseRequest(Chat, []byte(ask))
-	if _, err := req.Prepare(m); err == nil || !strings.Contains(err.Error(), "output_audio") {
+	req, _ = Parse(Chat, []byte(ask), nil)
+	if _, err := req.Prepare(m, serveAll{}); err == nil || !strings.Contains(err.Error(), "output_audio") {
 		t.Fatalf("audio output without an audio price: %v", err)
 	}
 	m.AudioOutput = true
-	req, _ = ParseRequest(Chat, []byte(ask))
-	if p, err := req.Prepare(m); err != nil || !p.AudioOutput {
+	req, _ = Parse(Chat, []byte(ask), nil)
+	if p, err := req.Prepare(m, serveAll{}); err != nil || !p.AudioOutput {
 		t.Fatalf("audio output with an audio price: %v", err)
 	}
 }

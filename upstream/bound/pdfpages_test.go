@@ -1,4 +1,4 @@
-package upstream
+package bound
 
 import (
 	"bytes"
@@ -139,11 +139,11 @@ func TestPDFDocumentsAreBoundedByTheirPages(t *testing.T) {
 		{Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"q3.pdf","file_data":"data:application/pdf;base64,` + b64 + `"}},{"type":"text","text":"Summarise."}]}]}`},
 		{Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","filename":"q3.pdf","file_data":"data:application/pdf;base64,` + b64 + `"}]}]}`},
 	} {
-		req, err := ParseRequest(tc.ep, []byte(tc.body))
+		req, err := Parse(tc.ep, []byte(tc.body), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := req.Prepare(m)
+		p, err := req.Prepare(m, serveAll{})
 		if err != nil || p.InputTokens < 7*3100 || p.InputTokens > 7*3100+100 {
 			t.Errorf("%s: %v, input bound %d, want 7 pages × 3,100 and a few tokens of text", tc.ep, err, p.InputTokens)
 		}
@@ -157,9 +157,9 @@ func TestPDFDocumentsAreBoundedByTheirPages(t *testing.T) {
 		{Messages, `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"!!"}}]}]}`, "messages[0].content[0]"},
 		{Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, "messages[0].content[0]"},
 	} {
-		req, err := ParseRequest(tc.ep, []byte(tc.body))
+		req, err := Parse(tc.ep, []byte(tc.body), nil)
 		if err == nil {
-			_, err = req.Prepare(m)
+			_, err = req.Prepare(m, serveAll{})
 		}
 		var re *RequestError
 		if !errors.As(err, &re) || re.Param != tc.param {
@@ -168,8 +168,8 @@ func TestPDFDocumentsAreBoundedByTheirPages(t *testing.T) {
 	}
 	noPDF := *m
 	noPDF.PDFPageTokens = 0
-	req, _ := ParseRequest(Messages, []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"`+b64+`"}}]}]}`))
-	if _, err := req.Prepare(&noPDF); err == nil || !strings.Contains(err.Error(), "pdf_page_tokens") {
+	req, _ := Parse(Messages, []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"`+b64+`"}}]}]}`), nil)
+	if _, err := req.Prepare(&noPDF, serveAll{}); err == nil || !strings.Contains(err.Error(), "pdf_page_tokens") {
 		t.Errorf("a model without a page figure: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ const (
 	Anthropic                 // Messages
 	Gemini                    // generateContent (Gemini API and Vertex AI)
 	Converse                  // Bedrock Converse
+	Responses                 // OpenAI's Responses API (its usage only, as yet)
 )
 
 func (w Wire) String() string {
@@ -36,6 +37,8 @@ func (w Wire) String() string {
 		return "gemini"
 	case Converse:
 		return "converse"
+	case Responses:
+		return "responses"
 	}
 	return "unknown"
 }
@@ -158,15 +161,6 @@ type Reply struct {
 	Usage        Usage
 }
 
-// Usage is what the upstream reported, in the canonical split: Input
-// counts every prompt token (cached and cache-written included), Output
-// every generated one (reasoning included).
-type Usage struct {
-	Input, CachedInput, CacheWrite, Output, Reasoning int64
-	InputAudio, OutputAudio                           int64
-	Reported                                          bool
-}
-
 // Error is a refusal in the request's terms, for a 400 answer.
 type Error struct {
 	Param   string
@@ -233,13 +227,4 @@ func (t *turns) add(role string, items []map[string]any) {
 		return
 	}
 	t.list = append(t.list, map[string]any{"role": role, t.key: items})
-}
-
-// needMessages refuses a request without a non-empty messages array:
-// every wire requires one, and a translation must not invent it.
-func needMessages(r getter) error {
-	if m := r.Get("messages"); !m.IsArray() || len(m.Array()) == 0 {
-		return errorf("messages", "must be a non-empty array of messages")
-	}
-	return nil
 }

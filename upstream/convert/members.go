@@ -2,12 +2,6 @@ package convert
 
 import "github.com/tidwall/gjson"
 
-// getter is what reads a request's or an answer's fields: a gjson.Result,
-// or members.
-type getter interface {
-	Get(path string) gjson.Result
-}
-
 // members are a JSON object's members, read in one pass. Result.Get scans
 // the object from its start at every call, and a translated request read
 // some twenty fields of the request and a dozen of the answer that way: a

@@ -37,6 +37,19 @@ func ReadReply(w Wire, body []byte, formatTool string) (*Reply, error) {
 	return rep, nil
 }
 
+// usageOf reads a usage object found in an answer or an event (ReadUsage);
+// one that is missing or unusable is reported as none.
+func usageOf(w Wire, v gjson.Result) Usage {
+	if !v.IsObject() {
+		return Usage{}
+	}
+	u, err := ReadUsage(w, []byte(v.Raw))
+	if err != nil {
+		return Usage{}
+	}
+	return u
+}
+
 // unwrapFormat turns the forced call of the format tool into the answer's
 // text: the JSON the client asked for.
 func (rep *Reply) unwrapFormat(tool string) {
@@ -53,7 +66,7 @@ func (rep *Reply) unwrapFormat(tool string) {
 func openAIReply(answer gjson.Result) *Reply {
 	r := membersOf(answer)
 	ch := r.Get("choices.0")
-	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: openAIUsage(r.Get("usage"))}
+	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: usageOf(OpenAI, r.Get("usage"))}
 	msg := ch.Get("message")
 	if t := msg.Get("content"); t.Type == gjson.String {
 		rep.Parts = append(rep.Parts, Part{Kind: Text, Text: t.String()})
@@ -70,20 +83,9 @@ func openAIReply(answer gjson.Result) *Reply {
 	return rep
 }
 
-func openAIUsage(usage gjson.Result) Usage {
-	u := membersOf(usage)
-	if !u.Get("prompt_tokens").Exists() {
-		return Usage{}
-	}
-	return Usage{Input: u.Get("prompt_tokens").Int(), Output: u.Get("completion_tokens").Int(),
-		CachedInput: u.Get("prompt_tokens_details.cached_tokens").Int(), InputAudio: u.Get("prompt_tokens_details.audio_tokens").Int(),
-		Reasoning: u.Get("completion_tokens_details.reasoning_tokens").Int(), OutputAudio: u.Get("completion_tokens_details.audio_tokens").Int(),
-		Reported: true}
-}
-
 func anthropicReply(answer gjson.Result) *Reply {
 	r := membersOf(answer)
-	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: anthropicUsage(r.Get("usage")),
+	rep := &Reply{ID: r.Get("id").String(), Model: r.Get("model").String(), Usage: usageOf(Anthropic, r.Get("usage")),
 		StopSequence: r.Get("stop_sequence").String()}
 	for _, b := range r.Get("content").Array() {
 		switch b.Get("type").String() {
@@ -104,21 +106,9 @@ func anthropicStop(s string) Stop {
 		"refusal": StopFilter, "pause_turn": StopEnd}[s]
 }
 
-// anthropicUsage reads Anthropic's usage, whose input_tokens leaves out
-// the tokens read from and written to the cache.
-func anthropicUsage(usage gjson.Result) Usage {
-	u := membersOf(usage)
-	if !u.Get("input_tokens").Exists() && !u.Get("output_tokens").Exists() {
-		return Usage{}
-	}
-	read, write := u.Get("cache_read_input_tokens").Int(), u.Get("cache_creation_input_tokens").Int()
-	return Usage{Input: u.Get("input_tokens").Int() + read + write, CachedInput: read, CacheWrite: write,
-		Output: u.Get("output_tokens").Int(), Reported: true}
-}
-
 func geminiReply(r gjson.Result) *Reply {
 	cand := r.Get("candidates.0")
-	rep := &Reply{ID: r.Get("responseId").String(), Model: r.Get("modelVersion").String(), Usage: geminiUsage(r.Get("usageMetadata"))}
+	rep := &Reply{ID: r.Get("responseId").String(), Model: r.Get("modelVersion").String(), Usage: usageOf(Gemini, r.Get("usageMetadata"))}
 	calls := 0
 	for _, p := range cand.Get("content.parts").Array() {
 		switch {
@@ -158,30 +148,8 @@ func geminiStop(reason string, called bool) Stop {
 	return StopFilter // SAFETY, RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII, OTHER…
 }
 
-// geminiUsage reads usageMetadata: thoughts are billed as output, the
-// prompt the tools' use added as input.
-func geminiUsage(u gjson.Result) Usage {
-	if !u.Get("promptTokenCount").Exists() {
-		return Usage{}
-	}
-	thoughts := u.Get("thoughtsTokenCount").Int()
-	out := Usage{Input: u.Get("promptTokenCount").Int() + u.Get("toolUsePromptTokenCount").Int(), CachedInput: u.Get("cachedContentTokenCount").Int(),
-		Output: u.Get("candidatesTokenCount").Int() + thoughts, Reasoning: thoughts, Reported: true}
-	for _, d := range u.Get("promptTokensDetails").Array() {
-		if d.Get("modality").String() == "AUDIO" {
-			out.InputAudio += d.Get("tokenCount").Int()
-		}
-	}
-	for _, d := range u.Get("candidatesTokensDetails").Array() {
-		if d.Get("modality").String() == "AUDIO" {
-			out.OutputAudio += d.Get("tokenCount").Int()
-		}
-	}
-	return out
-}
-
 func converseReply(r gjson.Result) *Reply {
-	rep := &Reply{Usage: converseUsage(r.Get("usage"))}
+	rep := &Reply{Usage: usageOf(Converse, r.Get("usage"))}
 	for _, b := range r.Get("output.message.content").Array() {
 		switch {
 		case b.Get("text").Exists():
@@ -200,14 +168,6 @@ func converseReply(r gjson.Result) *Reply {
 func converseStop(s string) Stop {
 	return map[string]Stop{"end_turn": StopEnd, "max_tokens": StopLength, "tool_use": StopTool, "stop_sequence": StopSequence,
 		"guardrail_intervened": StopFilter, "content_filtered": StopFilter}[s]
-}
-
-func converseUsage(u gjson.Result) Usage {
-	if !u.Get("inputTokens").Exists() {
-		return Usage{}
-	}
-	read, write := u.Get("cacheReadInputTokens").Int(), u.Get("cacheWriteInputTokens").Int()
-	return Usage{Input: u.Get("inputTokens").Int() + read + write, CachedInput: read, CacheWrite: write, Output: u.Get("outputTokens").Int(), Reported: true}
 }
 
 // WriteReply writes rep as a whole answer in the client's wire w, for a

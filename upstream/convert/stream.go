@@ -173,7 +173,9 @@ func (d *Decoder) openAI(r gjson.Result) []Event {
 		u = r.Get("x_groq.usage")
 	}
 	if u.IsObject() {
-		evs = append(evs, Event{Kind: EvUsage, Usage: openAIUsage(u)})
+		if u := usageOf(OpenAI, u); u.Reported() {
+			evs = append(evs, Event{Kind: EvUsage, Usage: u})
+		}
 	}
 	return evs
 }
@@ -183,7 +185,7 @@ func (d *Decoder) anthropic(r gjson.Result) []Event {
 	case "message_start":
 		m := r.Get("message")
 		evs := d.start(m.Get("id").String(), m.Get("model").String())
-		if u := anthropicUsage(m.Get("usage")); u.Reported {
+		if u := usageOf(Anthropic, m.Get("usage")); u.Reported() {
 			d.usage = u
 			evs = append(evs, Event{Kind: EvUsage, Usage: u})
 		}
@@ -211,14 +213,9 @@ func (d *Decoder) anthropic(r gjson.Result) []Event {
 		if s := r.Get("delta.stop_reason").String(); s != "" {
 			evs = append(evs, Event{Kind: EvStop, Stop: anthropicStop(s), StopSequence: r.Get("delta.stop_sequence").String()})
 		}
-		if u := r.Get("usage"); u.IsObject() {
-			// Cumulative; input figures only where they are given.
-			d.usage.Output = u.Get("output_tokens").Int()
-			if u.Get("input_tokens").Exists() {
-				in := anthropicUsage(u)
-				d.usage.Input, d.usage.CachedInput, d.usage.CacheWrite = in.Input, in.CachedInput, in.CacheWrite
-			}
-			d.usage.Reported = true
+		if u := usageOf(Anthropic, r.Get("usage")); u.Reported() {
+			// Cumulative output; input figures only where they are given.
+			d.usage.Update(u)
 			evs = append(evs, Event{Kind: EvUsage, Usage: d.usage})
 		}
 		return evs
@@ -248,7 +245,7 @@ func (d *Decoder) gemini(r gjson.Result) []Event {
 	if f := cand.Get("finishReason").String(); f != "" {
 		evs = append(evs, Event{Kind: EvStop, Stop: geminiStop(f, d.calls > 0)})
 	}
-	if u := geminiUsage(r.Get("usageMetadata")); u.Reported {
+	if u := usageOf(Gemini, r.Get("usageMetadata")); u.Reported() {
 		evs = append(evs, Event{Kind: EvUsage, Usage: u})
 	}
 	return evs
@@ -278,7 +275,7 @@ func (d *Decoder) converse(name string, r gjson.Result) []Event {
 	case "messageStop":
 		return []Event{{Kind: EvStop, Stop: converseStop(r.Get("stopReason").String())}}
 	case "metadata":
-		if u := converseUsage(r.Get("usage")); u.Reported {
+		if u := usageOf(Converse, r.Get("usage")); u.Reported() {
 			return []Event{{Kind: EvUsage, Usage: u}}
 		}
 	default:

@@ -1,0 +1,90 @@
+package bound
+
+import (
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream/convert"
+)
+
+// Cost is the most p may bill at price — every token at the dearest rate
+// it may bill at — and the most tokens it may take, with its output cap
+// per choice lowered to k (0: its own).
+func (p *Prepared) Cost(price budget.Price, k int64) (budget.Money, int64, error) {
+	if p.LongContext && p.InputTokens > longContext && price.Above == nil {
+		return 0, 0, badRequest("anthropic-beta", "the request may pass %d input tokens (its bound is %d), which the context-1m beta bills at a long-context price the model has none of (set its above tier): the gateway cannot bound it", longContext, p.InputTokens)
+	}
+	out := p.MaxOutputTokens
+	if k > 0 && k < p.OutputCap {
+		out = k*p.Choices + p.Predicted
+	}
+	c, err := price.BoundCost(p.InputTokens, p.InputAudioTokens, out, p.AudioOutput)
+	return c, p.InputTokens + out, err
+}
+
+// longContext is the input past which Anthropic's long-context price
+// applies.
+const longContext = 200_000
+
+// Reserved is the usage of p's whole bound, which settles it at what was
+// reserved: where the upstream reported nothing usable.
+func (p *Prepared) Reserved() budget.Usage {
+	return budget.Usage{InputTokens: p.InputTokens, OutputTokens: p.MaxOutputTokens, Estimated: true}
+}
+
+// Charge is the usage p is settled at, at price, for what its upstream
+// reported: each figure as reported, and each one it left out at the most
+// it could be — the input or the output at p's bound, a part of them
+// (cached, cache writes, reasoning, audio) at all of its whole where its
+// rate is dearer than the whole's and the request could have had it, else
+// at none. A figure left out is
+// named in Unreported, and never read as 0 where 0 would charge less.
+func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
+	b := budget.Usage{InputTokens: u.Input, CachedInputTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite,
+		OutputTokens: u.Output, ReasoningTokens: u.Reasoning, InputAudioTokens: u.InputAudio, OutputAudioTokens: u.OutputAudio}
+	missing := func(f convert.Figures, name string, worst bool) bool {
+		if u.Has&f != 0 || !worst {
+			return false
+		}
+		b.Unreported = append(b.Unreported, name)
+		return true
+	}
+	if missing(convert.HasInput, "input_tokens", true) {
+		b.InputTokens = max(p.InputTokens, b.CachedInputTokens+b.CacheWriteTokens+b.InputAudioTokens)
+	}
+	if missing(convert.HasOutput, "output_tokens", p.MaxOutputTokens > 0) {
+		b.OutputTokens = max(p.MaxOutputTokens, b.ReasoningTokens+b.OutputAudioTokens)
+	}
+	rates := []budget.Price{price}
+	if price.Above != nil {
+		t := price.Above
+		rates = append(rates, budget.Price{Input: max(t.Input, price.Input), CachedInput: max(t.CachedInput, price.CachedInput),
+			CacheWrite: max(t.CacheWrite, price.CacheWrite), Output: max(t.Output, price.Output)})
+	}
+	dearer := func(part, whole func(budget.Price) budget.Money) bool {
+		for _, r := range rates {
+			if part(r) > whole(r) {
+				return true
+			}
+		}
+		return false
+	}
+	input := func(r budget.Price) budget.Money { return r.Input }
+	output := func(r budget.Price) budget.Money { return max(r.Output, r.Reasoning) }
+	rest := func() int64 { return b.InputTokens - b.CachedInputTokens - b.CacheWriteTokens - b.InputAudioTokens }
+	if missing(convert.HasCacheWrite, "cache_write_tokens", p.CacheWrites && dearer(func(r budget.Price) budget.Money { return r.CacheWrite }, input)) {
+		b.CacheWriteTokens += rest()
+	}
+	if missing(convert.HasCachedInput, "cached_input_tokens", dearer(func(r budget.Price) budget.Money { return r.CachedInput }, input)) {
+		b.CachedInputTokens += rest()
+	}
+	if missing(convert.HasInputAudio, "input_audio_tokens", p.InputAudioTokens > 0 && price.InputAudio > price.Input) {
+		b.InputAudioTokens += min(rest(), p.InputAudioTokens)
+	}
+	if missing(convert.HasReasoning, "reasoning_tokens", price.Reasoning > price.Output) {
+		b.ReasoningTokens = b.OutputTokens
+	}
+	if missing(convert.HasOutputAudio, "output_audio_tokens", p.AudioOutput && price.OutputAudio > output(price)) {
+		b.OutputAudioTokens = b.OutputTokens
+	}
+	b.Estimated = len(b.Unreported) > 0
+	return b
+}

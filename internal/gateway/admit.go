@@ -79,6 +79,10 @@ func (g *Gateway) prepare(cl *Call, ep bound.Endpoint, body []byte) error {
 	cl.llm, cl.route, cl.model = req, r, req.Model
 	// Any deployment may serve it: reserve at the dearest.
 	if cl.estimate, err = cl.estimateAt(0); err != nil {
+		var re *bound.RequestError
+		if errors.As(err, &re) {
+			return re // a price the request needs and the model lacks
+		}
 		return &bound.RequestError{Message: "the request is too large to price"}
 	}
 	return nil

@@ -62,3 +62,35 @@ func TestChargeNeverReadsAMissingFigureAsZero(t *testing.T) {
 		})
 	}
 }
+
+// With Anthropic's context-1m beta a request may pass 200k input tokens,
+// and is then billed at the long-context price: it is reserved at the
+// model's long-context tier, and refused on a model that has none.
+func TestLongContextIsPricedAtItsTier(t *testing.T) {
+	m := model(t, "o200k_base")
+	m.TokenRatio = 100_000 // a few words bound past 200k tokens
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"a few words"}]}`
+	req, err := bound.Parse(bound.Messages, []byte(body), map[string][]string{"Anthropic-Beta": {"context-1m-2025-08-07"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := req.Prepare(m, native{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.LongContext || p.InputTokens <= 200_000 {
+		t.Fatalf("long context %v, input bound %d", p.LongContext, p.InputTokens)
+	}
+	flat := budget.Price{Input: 3_000_000, Output: 15_000_000}
+	_, _, err = p.Cost(flat, 0)
+	refusal(t, err, "anthropic-beta")
+	tiered := flat
+	tiered.Above = &budget.Tier{Tokens: 200_000, Input: 6_000_000, Output: 22_500_000}
+	c, _, err := p.Cost(tiered, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := (budget.Price{Input: 6_000_000, Output: 22_500_000}).Cost(budget.Usage{InputTokens: p.InputTokens, OutputTokens: 10}); c != want {
+		t.Fatalf("reserved %d µ$, want %d at the long-context rates", c, want)
+	}
+}

@@ -2,31 +2,44 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/app"
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
-// boundRig is a gateway in front of the simulated upstream (which decodes
-// JSON names case-insensitively, as a Go server does), with whole-µ$ prices
-// per token so what the upstream bills is exact.
+// boundRig is a gateway in front of the simulated upstream (which reads a
+// body as a Go server does: the last of a name sent twice, at any depth,
+// names without regard to case, and bills hosted tools per call, dearer
+// tiers and modes, rejected predictions), with whole-µ$ prices per token
+// so what the upstream bills is exact.
 type boundRig struct {
+	app     *app.App
 	handler http.Handler
 	sim     *simulated.Server
 	mu      sync.Mutex
 	entries []budget.Entry
 }
+
+// toolFee is what the upstream bills for one hosted or server tool call
+// (a search, a result, a fetch): $10 per thousand, as web search is.
+const toolFee = 10_000
 
 // prices are µ$ per input and output token of each model in boundConfig.
 var prices = map[string][2]int64{"test-model": {1, 2}, "gpt-4o": {2, 8}, "gpt-4o-mini": {1, 1},
@@ -54,17 +67,28 @@ orgs:
         keys: [{id: k1, hash: "${KEY_HASH}"}]
 `
 
-func newBoundRig(t testing.TB) *boundRig {
+func newBoundRig(t testing.TB) *boundRig { return newBoundRigOn(t, "", simulated.Options{}) }
+
+// newBoundRigOn is the rig on the Redis at redisAddr ("": the embedded
+// store), the upstream simulated with opts.
+func newBoundRigOn(t testing.TB, redisAddr string, opts simulated.Options) *boundRig {
 	t.Helper()
-	sim, err := simulated.New(simulated.Options{APIKey: "k"})
+	opts.APIKey = "k"
+	sim, err := simulated.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	up := httptest.NewServer(sim)
 	t.Cleanup(up.Close)
-	a := apptest.New(t, boundConfig, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey)})
-	t.Cleanup(func() { a.Close() })
-	r := &boundRig{handler: a.Handler(), sim: sim}
+	src := boundConfig
+	if redisAddr != "" {
+		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + src
+	}
+	a := apptest.New(t, src, map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey),
+		"REDIS": redisAddr, "SPOOL": filepath.Join(t.TempDir(), "spool.jsonl")})
+	stop := a.Background(context.Background())
+	t.Cleanup(func() { stop(); a.Close() })
+	r := &boundRig{app: a, handler: a.Handler(), sim: sim}
 	a.Gateway().OnSettle(func(e budget.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
 	return r
 }
@@ -76,25 +100,31 @@ func (r *boundRig) billed() int64 {
 	var n int64
 	for model, u := range r.sim.Stats().Usage {
 		p := prices[model]
-		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1]
+		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1] + u.BilledToolCalls*toolFee
 	}
 	return n
 }
 
-// check sends body to route and holds the bound: whatever the upstream
-// billed for it is at most what the gateway reserved, and a request the
-// gateway did not admit cost nothing.
-func (r *boundRig) check(t testing.TB, route string, body []byte) (status int) {
+// check sends body to route with the client's headers h and holds the
+// bound: whatever the upstream billed for it is at most what the gateway
+// reserved, and a request the gateway did not admit cost nothing. It
+// returns the answer.
+func (r *boundRig) check(t testing.TB, route string, body []byte, h http.Header) *httptest.ResponseRecorder {
 	t.Helper()
 	before := r.billed()
 	r.mu.Lock()
 	r.entries = r.entries[:0]
 	r.mu.Unlock()
 	req := httptest.NewRequest(http.MethodPost, route, bytes.NewReader(body))
+	for k, v := range h {
+		req.Header[k] = v
+	}
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
-	r.handler.ServeHTTP(w, req) // returns once the request is settled
+	r.handler.ServeHTTP(w, req)
+	// A settlement may finish after the response (on Redis it does).
+	testkit.WaitFor(10*time.Second, func() bool { return r.app.Gateway().Settling() == 0 })
 	cost := r.billed() - before
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -117,7 +147,7 @@ func (r *boundRig) check(t testing.TB, route string, body []byte) (status int) {
 			t.Fatalf("%s %s: status %d without an error body: %s", route, body, w.Code, w.Body)
 		}
 	}
-	return w.Code
+	return w
 }
 
 // seeds are valid bodies of every route, with the fields that multiply cost.
@@ -135,8 +165,10 @@ var seeds = [][2]string{
 }
 
 // mutate returns a variant of a JSON body an attacker might send: keys in
-// another case (Unicode folds included), duplicated keys, escaped names,
-// multipliers, more images and prompts, streams switched on.
+// another case (Unicode folds included), duplicated keys at any depth (the
+// later one dearer), escaped names, multipliers, more images and prompts,
+// streams switched on, hosted tools, and fields that bill but that the
+// gateway may not know.
 func mutate(rng *rand.Rand, body string) string {
 	var v any
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
@@ -151,7 +183,81 @@ func mutate(rng *rand.Rand, body string) string {
 		s = strings.Replace(s, `"n":`, `"\u006e":`, 1)
 		s = strings.Replace(s, `"stream":`, `"\u0073tream":`, 1)
 	}
+	if rng.IntN(3) == 0 {
+		s = duplicate(rng, s)
+	}
 	return s
+}
+
+// dearer are values a duplicate of a name carries: a dearer detail, a
+// hosted tool, a dearer tier, a larger cap, a longer text.
+var dearer = []string{`"high"`, `"web_search"`, `"web_search_20250305"`, `"priority"`, `4000`, `128`,
+	`"` + strings.Repeat("a longer prediction than the first ", 40) + `"`}
+
+// memberName matches a member's name in a body: `"name":`.
+var memberName = regexp.MustCompile(`"([A-Za-z_]+)":`)
+
+// duplicate sends one of the body's names twice, the second time with a
+// dearer value — as an upstream that keeps the last of two reads it.
+func duplicate(rng *rand.Rand, s string) string {
+	switch rng.IntN(4) {
+	case 0: // an image's detail, low then high
+		return strings.Replace(s, `"url":"https://x/`, `"detail":"low","detail":"high","url":"https://x/`, 1)
+	case 1: // a tool's type, a function then a hosted tool
+		return strings.Replace(s, `"type":"function"`, `"type":"function","type":"`+[]string{"web_search", "web_search_20250305", "code_interpreter"}[rng.IntN(3)]+`"`, 1)
+	}
+	at := memberName.FindAllStringSubmatchIndex(s, -1)
+	if len(at) == 0 {
+		return s
+	}
+	m := at[rng.IntN(len(at))]
+	name := s[m[2]:m[3]]
+	end := valueEnd(s, m[1])
+	if end < 0 {
+		return s
+	}
+	return s[:end] + `,"` + name + `":` + dearer[rng.IntN(len(dearer))] + s[end:]
+}
+
+// valueEnd is where the JSON value that starts at i (after a name's colon)
+// ends, or -1.
+func valueEnd(s string, i int) int {
+	dec := json.NewDecoder(strings.NewReader(s[i:]))
+	var v json.RawMessage
+	if dec.Decode(&v) != nil {
+		return -1
+	}
+	return i + int(dec.InputOffset())
+}
+
+// paid are fields that make an upstream bill beyond the tokens: hosted
+// search, a dearer tier or mode, a pinned region, per-result plugins.
+var paid = []struct {
+	name  string
+	value any
+}{
+	{"web_search_options", map[string]any{}},
+	{"service_tier", "priority"},
+	{"speed", "fast"},
+	{"inference_geo", "us"},
+	{"plugins", []any{map[string]any{"id": "web"}}},
+	{"search_parameters", map[string]any{"mode": "on"}},
+	{"tools", []any{map[string]any{"type": "web_search"}}},
+	{"tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
+	{"prediction", map[string]any{"type": "content", "content": strings.Repeat("predicted text ", 200)}},
+	{"mcp_servers", []any{map[string]any{"type": "url", "url": "https://mcp.test", "name": "m"}}},
+}
+
+// betaValues are the anthropic-beta headers a case is sent with (by its route
+// byte): none, free ones, one that bills a multiple, one nobody knows.
+var betaValues = []string{"", "prompt-caching-2024-07-31", "fast-mode-2026-02-01", "fast-mode-2026-02-01, prompt-caching-2024-07-31",
+	"context-1m-2025-08-07", "no-such-beta-2026-12-01"}
+
+func betaHeader(i int) http.Header {
+	if b := betaValues[i%len(betaValues)]; b != "" {
+		return http.Header{"Anthropic-Beta": {b}}
+	}
+	return nil
 }
 
 var folds = []func(string) string{
@@ -187,7 +293,7 @@ func mutateValue(rng *rand.Rand, v any, depth int) any {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		switch op := rng.IntN(6); {
+		switch op := rng.IntN(7); {
 		case op == 0 && len(keys) > 0: // a key in another case, beside or instead of its own
 			k := keys[rng.IntN(len(keys))]
 			x[folds[rng.IntN(len(folds))](k)] = x[k]
@@ -205,6 +311,9 @@ func mutateValue(rng *rand.Rand, v any, depth int) any {
 		case op == 2 && len(keys) > 0: // go deeper
 			k := keys[rng.IntN(len(keys))]
 			x[k] = mutateValue(rng, x[k], depth+1)
+		case op == 4 && depth == 0: // a field that bills beyond the tokens
+			f := paid[rng.IntN(len(paid))]
+			x[f.name] = f.value
 		case op == 3: // more images
 			if c, ok := x["content"].([]any); ok {
 				for range 1 + rng.IntN(20) {
@@ -245,7 +354,7 @@ func TestPropertyBilledWithinReservation(t *testing.T) {
 		if i >= len(seeds) {
 			body = mutate(rng, body)
 		}
-		if r.check(t, seed[0], []byte(body)) == http.StatusOK {
+		if r.check(t, seed[0], []byte(body), betaHeader(rng.IntN(len(betaValues)))).Code == http.StatusOK {
 			admitted++
 		}
 	}
@@ -263,6 +372,7 @@ func FuzzGatewayBound(f *testing.F) {
 	}
 	r := newBoundRig(f)
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
-		r.check(t, boundRoutes[int(route)%len(boundRoutes)], body)
+		// The route byte picks the route, and its high part the betas.
+		r.check(t, boundRoutes[int(route)%len(boundRoutes)], body, betaHeader(int(route)/len(boundRoutes)))
 	})
 }

@@ -120,6 +120,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		n = ans.tokens // text is generated to its token count
 	}
 	s.bill(req.Model, prompt, n)
+	s.surcharge(req.Model, messagesSurcharge(body, r.Header), prompt, n)
 	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, output: n, call: ans.call,
 		stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
 	if m.call != nil {

@@ -18,7 +18,9 @@ import (
 
 type request struct {
 	// audio is the audio part of the prompt, in tokens (set by chat).
-	audio               int64
+	audio int64
+	// surcharge is what the provider bills beyond the tokens (set by chat).
+	surcharge           surcharge
 	Model               string            `json:"model"`
 	Messages            []json.RawMessage `json:"messages"`
 	Tools               []json.RawMessage `json:"tools"`
@@ -215,6 +217,15 @@ type usage struct {
 	Details          *inputDetails `json:"prompt_tokens_details,omitempty"`
 }
 
+// reportedUsage is u as the server reports it: without completion_tokens
+// under PartialUsage.
+func (s *Server) reportedUsage(u usage) any {
+	if s.opts.Fault != PartialUsage {
+		return u
+	}
+	return map[string]any{"prompt_tokens": u.PromptTokens, "total_tokens": u.TotalTokens}
+}
+
 // inputDetails is the audio part of a prompt, as OpenAI reports it.
 type inputDetails struct {
 	CachedTokens int64 `json:"cached_tokens"`
@@ -236,6 +247,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt, audio := chatPrompt(s.counter(req.Model), req)
 	req.audio = audio
+	req.surcharge = chatSurcharge(body, s.counter(req.Model))
 	s.generate(w, r, req, seedOf(body), prompt, limit, true)
 }
 
@@ -286,11 +298,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		}
 		completion += c.tokens // best_of bills every candidate generated
 	}
+	completion += req.surcharge.rejected // the prediction's rejected tokens bill as output
 	g.usage = usage{prompt, completion, prompt + completion, nil}
 	if req.audio > 0 {
 		g.usage.Details = &inputDetails{AudioTokens: req.audio}
 	}
 	s.bill(req.Model, prompt, completion)
+	s.surcharge(req.Model, req.surcharge, prompt, completion)
 	s.billAudio(req.Model, req.audio)
 	g.object, g.chunkObject, g.prefix = "text_completion", "text_completion", "cmpl"
 	if chat {
@@ -345,7 +359,7 @@ func (s *Server) writeCompletion(w http.ResponseWriter, g *generation) {
 	s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 	s.delivered(g.req.Model, g.usage.CompletionTokens)
 	writeJSON(w, http.StatusOK, object().set("id", id(g.prefix, g.seed)).set("object", g.object).
-		set("created", g.created).set("model", g.req.Model).set("choices", out).set("usage", g.usage).
+		set("created", g.created).set("model", g.req.Model).set("choices", out).set("usage", s.reportedUsage(g.usage)).
 		set("service_tier", "default").set("system_fingerprint", "fp_simulated"))
 }
 
@@ -480,7 +494,7 @@ func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *gen
 			return
 		}
 	}
-	usageChunk := g.head().set("choices", []any{}).set("usage", g.usage)
+	usageChunk := g.head().set("choices", []any{}).set("usage", s.reportedUsage(g.usage))
 	if g.req.StreamOptions.IncludeUsage && s.opts.Fault != DropUsage && s.opts.Dialect == "" {
 		s.record(g.req.Model, g.usage.PromptTokens, g.usage.CompletionTokens)
 		if !send(usageChunk) {

@@ -131,6 +131,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	prompt := s.responsesPrompt(&req)
 	ans := s.answer(s.counter(req.Model), seed, req.MaxOutputTokens, req.ask())
 	s.bill(req.Model, prompt, ans.tokens)
+	s.surcharge(req.Model, responsesSurcharge(body), prompt, ans.tokens)
 	rs := &responseStream{s: s, req: &req, ans: ans, prompt: prompt,
 		id: fmt.Sprintf("resp_sim%016x", seed), itemID: fmt.Sprintf("msg_sim%016x", seed), created: time.Now().Unix()}
 	if ans.call != nil {

@@ -72,6 +72,9 @@ const (
 	IgnoreMaxTokens
 	// DoubleUsage sends the (cumulative) usage chunk twice.
 	DoubleUsage
+	// PartialUsage leaves completion_tokens out of a chat's usage, as
+	// some OpenAI-compatible servers do: the output is billed all the same.
+	PartialUsage
 )
 
 // Server is the simulated upstream. It is an http.Handler.
@@ -104,6 +107,11 @@ type Reported struct {
 	BilledPromptTokens, BilledCompletionTokens int64
 	// AudioPromptTokens is the audio part of the prompt tokens.
 	AudioPromptTokens int64
+	// BilledToolCalls are the hosted and server tool calls (searches,
+	// results, fetches, code runs) billed per call (see surcharge);
+	// BilledPromptTokens and BilledCompletionTokens hold the tokens of a
+	// dearer tier or mode multiplied, at the list price.
+	BilledToolCalls int64
 }
 
 // New returns a server.

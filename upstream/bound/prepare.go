@@ -73,9 +73,7 @@ func Parse(ep Endpoint, body []byte, h http.Header) (*Request, error) {
 		return nil, badRequest("model", "is required")
 	}
 	if ep == Messages {
-		if r.betas, err = betasOf(h); err != nil {
-			return nil, err
-		}
+		r.betas = betasOf(h)
 	}
 	return r, nil
 }
@@ -349,7 +347,7 @@ func (p *Prepared) Clamp(limit int64) error {
 
 // betasOf is the anthropic-beta values of h: comma-separated, in one or
 // more headers.
-func betasOf(h http.Header) ([]string, error) {
+func betasOf(h http.Header) []string {
 	var out []string
 	for _, v := range h.Values("Anthropic-Beta") {
 		for b := range strings.SplitSeq(v, ",") {
@@ -358,7 +356,7 @@ func betasOf(h http.Header) ([]string, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // quote appends s as a JSON string (s is a name or a model: valid UTF-8).

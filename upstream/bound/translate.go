@@ -145,12 +145,13 @@ func (c *chatRequest) canonical(m *Model) (*convert.Chat, string, error) {
 			return nil, "", badRequest(f.name, "is not supported for this model: its provider has no equivalent")
 		}
 	}
-	if c.Prediction != nil || len(c.Functions) > 0 || c.BestOf != nil {
-		name := map[bool]string{true: "prediction", false: "functions"}[c.Prediction != nil]
-		if c.BestOf != nil {
-			name = "best_of"
+	for _, f := range [...]struct {
+		name string
+		set  bool
+	}{{"prediction", c.Prediction != nil}, {"functions", len(c.Functions) > 0}, {"best_of", c.BestOf != nil}} {
+		if f.set {
+			return nil, "", badRequest(f.name, "is not supported for this model: its provider has no equivalent")
 		}
-		return nil, "", badRequest(name, "is not supported for this model: its provider has no equivalent")
 	}
 	for _, x := range c.Modalities {
 		if x != "text" {

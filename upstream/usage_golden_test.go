@@ -70,10 +70,10 @@ func TestUsageGolden(t *testing.T) {
 }
 
 // TestUsageReadAlike: the non-streamed answers of OpenAI's chat, its
-// Responses API and Anthropic's Messages are read alike, as json/v2 reads
-// them: the top-level usage member of an answer that is JSON and names no
-// member twice; none otherwise (the request is then charged its
-// reservation).
+// Responses API and Anthropic's Messages are read alike: the last usage
+// member of the top level (the one encoding/json decodes), read on its own
+// by the one usage reader, whatever else the body holds; none where it is
+// not an object.
 func TestUsageReadAlike(t *testing.T) {
 	readers := map[string]struct {
 		wire  convert.Wire
@@ -92,8 +92,8 @@ func TestUsageReadAlike(t *testing.T) {
 			{`{"id":"a","usage":` + r.usage(1, 2) + `}`, 1, 2, true},
 			{`{"text":"\"usage\":` + strings.ReplaceAll(r.usage(9, 9), `"`, `\"`) + `","usage":` + r.usage(3, 4) + ` } `, 3, 4, true},
 			{`{"content":[{"text":"}]"}],"usage":` + r.usage(5, 6) + `,"stop":null}`, 5, 6, true},
-			{`{"usage":` + r.usage(1, 2) + `,"usage":` + r.usage(3, 4) + `}`, 0, 0, false}, // a name twice
-			{`{"content":[1,,],"usage":` + r.usage(7, 8) + `}`, 0, 0, false},               // not JSON
+			{`{"usage":` + r.usage(1, 2) + `,"usage":` + r.usage(3, 4) + `}`, 3, 4, true}, // the last, as a Go client reads it
+			{`{"content":[1,,],"usage":` + r.usage(7, 8) + `}`, 7, 8, true},               // the rest of the answer is not read
 			{`{"usage":` + r.usage(1, 2) + `,"usage":null}`, 0, 0, false},
 			{`{"usage":{"input_tokens":1,}}`, 0, 0, false},
 			{`[{"usage":` + r.usage(1, 2) + `}]`, 0, 0, false},

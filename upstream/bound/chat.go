@@ -23,6 +23,7 @@ import (
 // A field that is not here is refused unless the upstream's pass_fields
 // lets it through.
 type chatRequest struct {
+	unknown
 	Model               string           `json:"model" bound:"bounded"`
 	Messages            []chatMessage    `json:"messages" bound:"bounded"`
 	MaxTokens           *int64           `json:"max_tokens" bound:"bounded"`
@@ -89,7 +90,7 @@ type chatContent struct {
 func (c *chatContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	switch d.PeekKind() {
 	case '"':
-		return json.UnmarshalDecode(d, &c.text)
+		return readString(d, &c.text)
 	case '[':
 		return json.UnmarshalDecode(d, &c.parts)
 	case 'n':

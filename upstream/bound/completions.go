@@ -10,6 +10,7 @@ import (
 // completionRequest is an OpenAI legacy completions body (see chatRequest
 // for the tags).
 type completionRequest struct {
+	unknown
 	Model         string         `json:"model" bound:"bounded"`
 	Prompt        prompts        `json:"prompt" bound:"bounded"`
 	Suffix        *string        `json:"suffix" bound:"bounded"`
@@ -34,6 +35,7 @@ type completionRequest struct {
 
 // embeddingRequest is an OpenAI embeddings body.
 type embeddingRequest struct {
+	unknown
 	Model          string         `json:"model" bound:"bounded"`
 	Input          prompts        `json:"input" bound:"bounded"`
 	User           *string        `json:"user" bound:"free"`
@@ -65,7 +67,7 @@ func (p *prompts) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 		return err
 	case '"':
 		var s string
-		if err := json.UnmarshalDecode(d, &s); err != nil {
+		if err := readString(d, &s); err != nil {
 			return err
 		}
 		p.texts, p.prompts = []string{s}, 1
@@ -82,7 +84,7 @@ func (p *prompts) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 		switch d.PeekKind() {
 		case '"':
 			var s string
-			if err := json.UnmarshalDecode(d, &s); err != nil {
+			if err := readString(d, &s); err != nil {
 				return err
 			}
 			p.texts = append(p.texts, s)

@@ -13,6 +13,7 @@ import (
 // messagesRequest is an Anthropic Messages body (see chatRequest for the
 // tags).
 type messagesRequest struct {
+	unknown
 	Model       string             `json:"model" bound:"bounded"`
 	Messages    []anthropicMessage `json:"messages" bound:"bounded"`
 	System      blocks             `json:"system" bound:"bounded"`
@@ -67,7 +68,7 @@ func (b *blocks) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	b.set = true
 	switch d.PeekKind() {
 	case '"':
-		return json.UnmarshalDecode(d, &b.text)
+		return readString(d, &b.text)
 	case '[':
 		return json.UnmarshalDecode(d, &b.list)
 	case 'n':

@@ -1,6 +1,7 @@
 package bound
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,15 +20,12 @@ type Request struct {
 	Model  string
 	Stream bool
 	User   string
-	// body is the body as the client sent it, members its top level.
-	body    []byte
-	members []member
+	// body is the body as the client sent it.
+	body []byte
 	// betas are the anthropic-beta values the client sent.
 	betas []string
 	// read is the body decoded as its endpoint's type.
 	read reading
-	// memberBuf holds the members of a body of a usual size.
-	memberBuf [12]member
 }
 
 // reading is one endpoint's decoded body: what it names, what it counts
@@ -35,6 +33,8 @@ type Request struct {
 type reading interface {
 	// head is the body's model, whether it streams and its end user.
 	head() (model string, stream bool, user string)
+	// unknowns are its top-level fields the gateway does not know.
+	unknowns() map[string]jsontext.Value
 	// input counts the input tokens for m, audio the part that is audio.
 	input(m *Model) (tokens, audio int64, err error)
 	// output sets p's output bound (cap, choices, prediction) and the
@@ -63,11 +63,9 @@ func Parse(ep Endpoint, body []byte, h http.Header) (*Request, error) {
 	default:
 		return nil, &RequestError{Message: "unknown endpoint"}
 	}
-	members, err := read(body, r.read, r.memberBuf[:0])
-	if err != nil {
+	if err := read(body, r.read); err != nil {
 		return nil, err
 	}
-	r.members = members
 	r.Model, r.Stream, r.User = r.read.head()
 	if r.Model == "" {
 		return nil, badRequest("model", "is required")
@@ -198,15 +196,22 @@ func (r *Request) Prepare(m *Model, up Upstream) (*Prepared, error) {
 // passed refuses a top-level field the gateway does not know, unless m's
 // upstream lets it pass.
 func (r *Request) passed(m *Model) error {
-	for _, mb := range r.members {
-		if mb.known || m.Pass != nil && slices.Contains(m.Pass.Fields, mb.name) {
+	unknown := r.read.unknowns()
+	if len(unknown) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(unknown))
+	for _, name := range names {
+		if m.Pass != nil && slices.Contains(m.Pass.Fields, name) {
 			continue
 		}
-		return badRequest(mb.name, "%s is not a field the gateway knows for %s requests: it forwards only fields whose cost it can bound (docs/bounds.md). "+
-			"If the upstream bills nothing for it, its operator can let it pass unread with upstreams[].pass_fields: [%s], taking the bill's risk", mb.name, r.Endpoint, mb.name)
+		return badRequest(name, "%s is not a field the gateway knows for %s requests: it forwards only fields whose cost it can bound (docs/bounds.md). "+
+			"If the upstream bills nothing for it, its operator can let it pass unread with upstreams[].pass_fields: [%s], taking the bill's risk", name, r.Endpoint, name)
 	}
 	return nil
 }
+
+func (u *unknown) unknowns() map[string]jsontext.Value { return u.Unknown }
 
 // capOutput sets the output cap, in field key: the client's (cap), which
 // must be in [1, the model's maximum], or def, written into the body.
@@ -280,12 +285,8 @@ func (p *Prepared) set(name string, v []byte) {
 	p.edits = append(p.edits, edit{name, v})
 }
 
-// del leaves field name out of the forwarded body.
-func (p *Prepared) del(name string) {
-	if slices.ContainsFunc(p.req.members, func(m member) bool { return m.name == name }) {
-		p.set(name, nil)
-	}
-}
+// del leaves field name out of the forwarded body, if it is there.
+func (p *Prepared) del(name string) { p.set(name, nil) }
 
 // body is the body to forward: the client's bytes as they are, or, where
 // a field is set or left out, its top level written again — each member
@@ -302,6 +303,7 @@ func (p *Prepared) body() []byte {
 		}
 		return edit{}, false
 	}
+	top := members(p.req.body)
 	b := make([]byte, 0, len(p.req.body)+64)
 	b = append(b, '{')
 	add := func(name string, v []byte) {
@@ -311,7 +313,7 @@ func (p *Prepared) body() []byte {
 		b = quote(b, name)
 		b = append(append(b, ':'), v...)
 	}
-	for _, mb := range p.req.members {
+	for _, mb := range top {
 		v := p.req.body[mb.from:mb.to]
 		if e, ok := edited(mb.name); ok {
 			if e.value == nil {
@@ -322,7 +324,7 @@ func (p *Prepared) body() []byte {
 		add(mb.name, v)
 	}
 	for _, e := range p.edits {
-		if e.value != nil && !slices.ContainsFunc(p.req.members, func(m member) bool { return m.name == e.name }) {
+		if e.value != nil && !slices.ContainsFunc(top, func(m member) bool { return m.name == e.name }) {
 			add(e.name, e.value)
 		}
 	}

@@ -1,6 +1,7 @@
 package bound
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -60,90 +61,104 @@ func badRequest(param, format string, args ...any) *RequestError {
 	return &RequestError{Param: param, Message: msg}
 }
 
-// member is one top-level member of a body: its name, where its value is
-// (body[from:to]), and whether the endpoint's type has a field of its name.
+// unknown holds the top-level members of a body that its endpoint's type
+// has no field for, read as they are (valid JSON, no name twice): Prepare
+// refuses them, or lets them pass where the upstream's operator said so
+// (upstreams[].pass_fields). Each request type embeds it.
+type unknown struct {
+	Unknown map[string]jsontext.Value `json:",inline"`
+}
+
+// read decodes body into dst (a pointer to a request type) the strict way.
+// A refusal is a *RequestError that names the field.
+func read(body []byte, dst any) error {
+	if err := json.Unmarshal(body, dst, strict); err != nil {
+		return readError(err)
+	}
+	return nil
+}
+
+// member is one top-level member of a body: its name, and where its value
+// is (body[from:to]).
 type member struct {
 	name     string
 	from, to int
-	known    bool
 }
 
-// fieldsOf maps the JSON names of the fields of a request type (a struct)
-// to their index.
-func fieldsOf(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			m[name] = i
-		}
-	}
-	return m
-}
-
-// topLevel reads a body into dst, a pointer to an endpoint's request type,
-// noting where each top-level member's value is: the body is forwarded as
-// sent, its top level rewritten where the bound needs it (Prepared.Body).
-// A member of a name dst has no field for is kept unread (valid JSON, no
-// name twice) for Prepare to refuse or let pass.
-type topLevel struct {
-	body    []byte
-	dst     reflect.Value
-	fields  map[string]int
-	members []member
-}
-
-func (t *topLevel) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	if d.PeekKind() != '{' {
-		return errNotObject
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return err
-	}
+// members splits body, a JSON object that read accepted (valid, no name
+// twice), into its top-level members, in order: only a body whose top level
+// the bound rewrites is split (Prepared.body). The values are stepped over,
+// their strings a quote at a time, not read.
+func members(body []byte) []member {
+	var out []member
+	i := skipSpace(body, 0) + 1 // past the {
 	for {
-		tok, err := d.ReadToken()
-		if err != nil {
-			return err
+		switch i = skipSpace(body, i); body[i] {
+		case '}':
+			return out
+		case ',':
+			i = skipSpace(body, i+1)
 		}
-		if tok.Kind() == '}' {
-			return nil
+		end := stringEnd(body, i)
+		name := string(body[i+1 : end-1])
+		if bytes.IndexByte(body[i:end], '\\') >= 0 {
+			_ = json.Unmarshal(body[i:end], &name)
 		}
-		name := tok.String()
-		after := int(d.InputOffset())
-		i, known := t.fields[name]
-		if known {
-			err = json.UnmarshalDecode(d, t.dst.Field(i).Addr().Interface())
-		} else {
-			_, err = d.ReadValue()
-		}
-		if err != nil {
-			return err
-		}
-		t.members = append(t.members, member{name: name, from: valueAt(t.body, after), to: int(d.InputOffset()), known: known})
+		from := skipSpace(body, skipSpace(body, end)+1) // past the colon
+		i = valueEnd(body, from)
+		out = append(out, member{name: name, from: from, to: i})
 	}
 }
 
-var errNotObject = errors.New("the body is not a JSON object")
-
-// valueAt is where the value after a member's name, which ends at i,
-// starts: past the colon and the white space around it.
-func valueAt(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r' || b[i] == ':') {
+// skipSpace is where the white space from i ends.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
 		i++
 	}
 	return i
 }
 
-// read decodes body into dst (a pointer to a request type) the strict way,
-// returning its top-level members in order. A refusal is a *RequestError
-// that names the field.
-func read(body []byte, dst any, members []member) ([]member, error) {
-	v := reflect.ValueOf(dst).Elem()
-	t := &topLevel{body: body, dst: v, fields: tableOf(v.Type()), members: members}
-	if err := json.Unmarshal(body, t, strict); err != nil {
-		return nil, readError(err)
+// stringEnd is the index after the quote that closes the string whose
+// opening quote is at i: a quote that an even run of backslashes precedes.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; ; {
+		q := j + bytes.IndexByte(b[j:], '"')
+		k := q
+		for b[k-1] == '\\' {
+			k--
+		}
+		if (q-k)%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
-	return t.members, nil
+}
+
+// valueEnd is the index after the value that starts at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; ; j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
+		j++
+	}
+	return j
 }
 
 // Bounded reports whether name is a top-level field the bound reads or
@@ -163,22 +178,38 @@ func Bounded(name string) (known string, ok bool) {
 	return "", false
 }
 
-// tables are fieldsOf each request type, made once.
+// tables are the top-level field names of each request type, by type:
+// what Bounded looks names up in.
 var tables = map[reflect.Type]map[string]int{}
 
-// tableOf is the field table of request type t; each request type is
-// registered at init (register), so the map is only read here.
-func tableOf(t reflect.Type) map[string]int {
-	if f, ok := tables[t]; ok {
-		return f
-	}
-	return fieldsOf(t)
-}
-
-// register makes the field table of request type T at init.
+// register notes request type T's field names, at init.
 func register[T any]() {
 	t := reflect.TypeFor[T]()
-	tables[t] = fieldsOf(t)
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			m[name] = i
+		}
+	}
+	tables[t] = m
+}
+
+var errNotObject = errors.New("the body is not a JSON object")
+
+// readString reads the next value, a string, into s: a content's text.
+// (The token's own string, not another dispatch by json.UnmarshalDecode,
+// for each message of a conversation.)
+func readString(d *jsontext.Decoder, s *string) error {
+	tok, err := d.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '"' {
+		return refuse("must be a string")
+	}
+	*s = tok.String()
+	return nil
 }
 
 // readError is a decoding error as the client is told it: which field,
@@ -205,7 +236,7 @@ func readError(err error) *RequestError {
 		param := paramOf(sem.JSONPointer)
 		var fe *fieldError
 		switch {
-		case errors.Is(sem.Err, errNotObject):
+		case errors.Is(sem.Err, errNotObject), param == "" && sem.JSONKind != '{' && sem.JSONKind != 0:
 			return &RequestError{Message: errNotObject.Error()}
 		case errors.As(sem.Err, &fe):
 			return badRequest(join(param, fe.sub), "%s", fe.msg)

@@ -12,6 +12,7 @@ import (
 // responsesRequest is an OpenAI Responses body (see chatRequest for the
 // tags).
 type responsesRequest struct {
+	unknown
 	Model           string          `json:"model" bound:"bounded"`
 	Input           responsesInput  `json:"input" bound:"bounded"`
 	Instructions    *string         `json:"instructions" bound:"bounded"`
@@ -57,7 +58,7 @@ func (in *responsesInput) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	in.set = true
 	switch d.PeekKind() {
 	case '"':
-		return json.UnmarshalDecode(d, &in.text)
+		return readString(d, &in.text)
 	case '[':
 		return json.UnmarshalDecode(d, &in.items)
 	case 'n':
@@ -101,7 +102,7 @@ type responsesContent struct {
 func (c *responsesContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	switch d.PeekKind() {
 	case '"':
-		return json.UnmarshalDecode(d, &c.text)
+		return readString(d, &c.text)
 	case '[':
 		return json.UnmarshalDecode(d, &c.parts)
 	case 'n':

@@ -1,9 +1,13 @@
 package convert
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -62,43 +66,54 @@ const maxFigure = 1 << 40
 
 var errUsage = errors.New("convert: the usage figures are inconsistent")
 
-// figure sets *dst from v, where v was reported: a count in [0, 2^40].
-func (u *Usage) figure(bit Figures, dst *int64, v *int64) error {
-	if v == nil {
-		return nil
-	}
-	if *v < 0 || *v > maxFigure {
-		return fmt.Errorf("convert: usage figure %d out of range", *v)
-	}
-	*dst += *v
-	u.Has |= bit
-	return nil
-}
-
 // ReadUsage reads a usage object of wire w (OpenAI's or the Responses
 // API's usage, Anthropic's usage, Gemini's usageMetadata, Bedrock's
-// usage), as json/v2 reads it: a name twice, a figure that is not a count,
-// or parts larger than their whole make the answer unusable (an error),
-// and it is settled as if it reported nothing.
+// usage) with json/v2's tokenizer: every figure the wire reports, each
+// where its layout says it is. A name twice, a figure that is not a count
+// (or null: not reported), or parts larger than their whole make the
+// answer unusable (an error), and it is settled as if it reported nothing.
 func ReadUsage(w Wire, raw []byte) (Usage, error) {
-	var u Usage
-	var err error
-	switch w {
-	case OpenAI:
-		err = u.openAI(raw)
-	case Responses:
-		err = u.responses(raw)
-	case Anthropic:
-		err = u.anthropic(raw)
-	case Gemini:
-		err = u.gemini(raw)
-	case Converse:
-		err = u.converse(raw)
-	default:
-		err = fmt.Errorf("convert: no usage reader for wire %v", w)
+	layout, ok := layouts[w]
+	if !ok {
+		return Usage{}, fmt.Errorf("convert: no usage reader for wire %v", w)
 	}
+	var r reading
+	d := decoders.Get().(*jsontext.Decoder)
+	d.Reset(bytes.NewBuffer(raw))
+	err := r.read(d, layout, "")
+	if err == nil {
+		_, err = d.ReadToken() // the end: nothing may follow the object
+		if err == io.EOF {
+			err = nil
+		} else if err == nil {
+			err = errUsage
+		}
+	}
+	d.Reset(bytes.NewBuffer(nil))
+	decoders.Put(d)
 	if err != nil {
 		return Usage{}, err
+	}
+	u := r.Usage
+	switch w {
+	case Anthropic, Converse:
+		// input_tokens leaves out the tokens read from and written to the
+		// cache: Input is their sum, reported once input_tokens is.
+		if u.Has&HasInput != 0 {
+			u.Input += u.CacheWrite + u.CachedInput
+		}
+	case Gemini:
+		// Thoughts bill as output; and Gemini leaves out a count that is 0
+		// (an answer with no candidates has no candidatesTokenCount):
+		// where the total is there, the output is what it holds beyond
+		// the input.
+		u.Output += u.Reasoning
+		if u.Has&HasOutput == 0 && r.total != nil && u.Has&HasInput != 0 {
+			if *r.total < u.Input || *r.total > maxFigure {
+				return Usage{}, errUsage
+			}
+			u.Output, u.Has = *r.total-u.Input, u.Has|HasOutput
+		}
 	}
 	if u.Has != 0 {
 		u.Has |= absent[w] // a figure the wire has no field for is 0, and known to be
@@ -107,6 +122,165 @@ func ReadUsage(w Wire, raw []byte) (Usage, error) {
 		return Usage{}, errUsage
 	}
 	return u, nil
+}
+
+// decoders are json/v2 decoders, reused: a usage is read at every request.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
+
+// path is where a figure is in a usage object: the name of the member
+// that holds it, and of the object that member is in ("" at the top).
+type path struct{ parent, name string }
+
+// layouts are where each wire reports each figure. Gemini's modalities
+// (promptTokensDetails, candidatesTokensDetails: [{modality, tokenCount}])
+// add their AUDIO counts to the audio figures; its totalTokenCount stands
+// in for a candidatesTokenCount it leaves out.
+var layouts = map[Wire]map[path]Figures{
+	OpenAI: {
+		{"", "prompt_tokens"}: HasInput, {"", "completion_tokens"}: HasOutput,
+		{"prompt_tokens_details", "cached_tokens"}: HasCachedInput, {"prompt_tokens_details", "audio_tokens"}: HasInputAudio,
+		{"completion_tokens_details", "reasoning_tokens"}: HasReasoning, {"completion_tokens_details", "audio_tokens"}: HasOutputAudio,
+	},
+	Responses: {
+		{"", "input_tokens"}: HasInput, {"", "output_tokens"}: HasOutput,
+		{"input_tokens_details", "cached_tokens"}: HasCachedInput, {"output_tokens_details", "reasoning_tokens"}: HasReasoning,
+	},
+	Anthropic: {
+		{"", "input_tokens"}: HasInput, {"", "output_tokens"}: HasOutput,
+		{"", "cache_creation_input_tokens"}: HasCacheWrite, {"", "cache_read_input_tokens"}: HasCachedInput,
+	},
+	Gemini: {
+		{"", "promptTokenCount"}: HasInput, {"", "toolUsePromptTokenCount"}: HasInput,
+		{"", "cachedContentTokenCount"}: HasCachedInput, {"", "candidatesTokenCount"}: HasOutput,
+		{"", "thoughtsTokenCount"}:       HasReasoning,
+		{"promptTokensDetails", "AUDIO"}: HasInputAudio, {"candidatesTokensDetails", "AUDIO"}: HasOutputAudio,
+	},
+	Converse: {
+		{"", "inputTokens"}: HasInput, {"", "outputTokens"}: HasOutput,
+		{"", "cacheReadInputTokens"}: HasCachedInput, {"", "cacheWriteInputTokens"}: HasCacheWrite,
+	},
+}
+
+// reading is a usage as it is read; total is Gemini's totalTokenCount,
+// where it is given.
+type reading struct {
+	Usage
+	total *int64
+}
+
+// read reads the object d is at, whose name is parent ("" the usage
+// itself), into u's figures.
+func (u *reading) read(d *jsontext.Decoder, layout map[path]Figures, parent string) error {
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return cmp.Or(err, errUsage)
+	}
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return err
+		}
+		name := tok.String()
+		switch kind := d.PeekKind(); {
+		case kind == '{' && parent == "":
+			err = u.read(d, layout, name)
+		case kind == '[' && strings.HasSuffix(name, "TokensDetails"):
+			err = u.modalities(d, layout, name)
+		case kind == '0' && parent == "" && name == "totalTokenCount":
+			var n int64
+			n, err = integer(d)
+			u.total = &n
+		default:
+			bit, ok := layout[path{parent, name}]
+			if !ok {
+				err = d.SkipValue()
+				break
+			}
+			err = u.figure(d, bit)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := d.ReadToken() // the object's end
+	return err
+}
+
+// modalities reads Gemini's per-modality counts, an array of
+// {modality, tokenCount}.
+func (u *reading) modalities(d *jsontext.Decoder, layout map[path]Figures, name string) error {
+	var list []struct {
+		Modality   string `json:"modality"`
+		TokenCount *int64 `json:"tokenCount"`
+	}
+	if err := json.UnmarshalDecode(d, &list); err != nil {
+		return err
+	}
+	for _, m := range list {
+		if bit, ok := layout[path{name, m.Modality}]; ok && m.TokenCount != nil {
+			if err := u.add(bit, *m.TokenCount); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// figure reads a count, or null (not reported), into figure bit.
+func (u *reading) figure(d *jsontext.Decoder, bit Figures) error {
+	if d.PeekKind() == 'n' {
+		_, err := d.ReadToken()
+		return err
+	}
+	n, err := integer(d)
+	if err != nil {
+		return err
+	}
+	return u.add(bit, n)
+}
+
+// add adds n to figure bit (a prompt's parts are added up), reported.
+func (u *Usage) add(bit Figures, n int64) error {
+	if n < 0 || n > maxFigure {
+		return fmt.Errorf("convert: usage figure %d out of range", n)
+	}
+	switch bit {
+	case HasInput:
+		u.Input += n
+	case HasCachedInput:
+		u.CachedInput += n
+	case HasCacheWrite:
+		u.CacheWrite += n
+	case HasOutput:
+		u.Output += n
+	case HasReasoning:
+		u.Reasoning += n
+	case HasInputAudio:
+		u.InputAudio += n
+	case HasOutputAudio:
+		u.OutputAudio += n
+	}
+	u.Has |= bit
+	return nil
+}
+
+// integer reads a JSON number that is an integer of at most 18 digits (a
+// fraction or an exponent is not a count).
+func integer(d *jsontext.Decoder) (int64, error) {
+	v, err := d.ReadValue()
+	if err != nil {
+		return 0, err
+	}
+	if v.Kind() != '0' || len(v) > 18 || len(v) > 1 && v[0] == '0' {
+		return 0, errUsage
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, errUsage
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, nil
 }
 
 // absent are the figures a wire has no field for: OpenAI does not bill
@@ -120,193 +294,20 @@ var absent = map[Wire]Figures{
 	Converse:  HasReasoning | HasInputAudio | HasOutputAudio,
 }
 
-// fig is a figure of a usage: its bit, where it goes, the value read.
-type fig struct {
-	bit Figures
-	dst *int64
-	v   *int64
-}
-
-// figures sets each reported figure of u.
-func (u *Usage) figures(fs ...fig) error {
-	for _, f := range fs {
-		if err := u.figure(f.bit, f.dst, f.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// openAI reads Chat Completions' (and completions', embeddings') usage.
-func (u *Usage) openAI(raw []byte) error {
-	var w struct {
-		PromptTokens        *int64 `json:"prompt_tokens"`
-		CompletionTokens    *int64 `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens *int64 `json:"cached_tokens"`
-			AudioTokens  *int64 `json:"audio_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails *struct {
-			ReasoningTokens *int64 `json:"reasoning_tokens"`
-			AudioTokens     *int64 `json:"audio_tokens"`
-		} `json:"completion_tokens_details"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
-	}
-	fs := []fig{{HasInput, &u.Input, w.PromptTokens}, {HasOutput, &u.Output, w.CompletionTokens}}
-	if d := w.PromptTokensDetails; d != nil {
-		fs = append(fs, fig{HasCachedInput, &u.CachedInput, d.CachedTokens}, fig{HasInputAudio, &u.InputAudio, d.AudioTokens})
-	}
-	if d := w.CompletionTokensDetails; d != nil {
-		fs = append(fs, fig{HasReasoning, &u.Reasoning, d.ReasoningTokens}, fig{HasOutputAudio, &u.OutputAudio, d.AudioTokens})
-	}
-	return u.figures(fs...)
-}
-
-// responses reads the Responses API's usage: input_tokens includes the
-// cached ones, output_tokens the reasoning ones.
-func (u *Usage) responses(raw []byte) error {
-	var w struct {
-		InputTokens        *int64 `json:"input_tokens"`
-		OutputTokens       *int64 `json:"output_tokens"`
-		InputTokensDetails *struct {
-			CachedTokens *int64 `json:"cached_tokens"`
-		} `json:"input_tokens_details"`
-		OutputTokensDetails *struct {
-			ReasoningTokens *int64 `json:"reasoning_tokens"`
-		} `json:"output_tokens_details"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
-	}
-	fs := []fig{{HasInput, &u.Input, w.InputTokens}, {HasOutput, &u.Output, w.OutputTokens}}
-	if d := w.InputTokensDetails; d != nil {
-		fs = append(fs, fig{HasCachedInput, &u.CachedInput, d.CachedTokens})
-	}
-	if d := w.OutputTokensDetails; d != nil {
-		fs = append(fs, fig{HasReasoning, &u.Reasoning, d.ReasoningTokens})
-	}
-	return u.figures(fs...)
-}
-
-// anthropic reads Anthropic's usage, whose input_tokens leaves out the
-// tokens read from and written to the cache: Input is their sum, and is
-// reported once input_tokens is.
-func (u *Usage) anthropic(raw []byte) error {
-	var w struct {
-		InputTokens              *int64 `json:"input_tokens"`
-		OutputTokens             *int64 `json:"output_tokens"`
-		CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
-	}
-	if err := u.figures(fig{HasInput, &u.Input, w.InputTokens}, fig{HasOutput, &u.Output, w.OutputTokens},
-		fig{HasCacheWrite, &u.CacheWrite, w.CacheCreationInputTokens}, fig{HasCachedInput, &u.CachedInput, w.CacheReadInputTokens}); err != nil {
-		return err
-	}
-	if u.Has&HasInput != 0 {
-		u.Input += u.CacheWrite + u.CachedInput
-	}
-	return nil
-}
-
-// gemini reads usageMetadata: thoughts bill as output, the prompt a
-// tool's use added as input. Gemini leaves out a count that is 0 (an
-// answer with no candidates has no candidatesTokenCount): where the total
-// is there, the output is what it holds beyond the input.
-func (u *Usage) gemini(raw []byte) error {
-	type modality struct {
-		Modality   string `json:"modality"`
-		TokenCount *int64 `json:"tokenCount"`
-	}
-	var w struct {
-		PromptTokenCount        *int64     `json:"promptTokenCount"`
-		CandidatesTokenCount    *int64     `json:"candidatesTokenCount"`
-		ThoughtsTokenCount      *int64     `json:"thoughtsTokenCount"`
-		ToolUsePromptTokenCount *int64     `json:"toolUsePromptTokenCount"`
-		CachedContentTokenCount *int64     `json:"cachedContentTokenCount"`
-		TotalTokenCount         *int64     `json:"totalTokenCount"`
-		PromptTokensDetails     []modality `json:"promptTokensDetails"`
-		CandidatesTokensDetails []modality `json:"candidatesTokensDetails"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
-	}
-	if err := u.figures(fig{HasInput, &u.Input, w.PromptTokenCount}, fig{HasInput, &u.Input, w.ToolUsePromptTokenCount},
-		fig{HasCachedInput, &u.CachedInput, w.CachedContentTokenCount}, fig{HasOutput, &u.Output, w.CandidatesTokenCount},
-		fig{HasReasoning, &u.Reasoning, w.ThoughtsTokenCount}); err != nil {
-		return err
-	}
-	if u.Has&HasReasoning != 0 {
-		u.Output += u.Reasoning
-	}
-	if w.CandidatesTokenCount == nil && w.TotalTokenCount != nil && u.Has&HasInput != 0 {
-		if *w.TotalTokenCount < u.Input || *w.TotalTokenCount > maxFigure {
-			return errUsage
-		}
-		u.Output, u.Has = *w.TotalTokenCount-u.Input, u.Has|HasOutput
-	}
-	for _, d := range w.PromptTokensDetails {
-		if d.Modality == "AUDIO" {
-			if err := u.figure(HasInputAudio, &u.InputAudio, d.TokenCount); err != nil {
-				return err
-			}
-		}
-	}
-	for _, d := range w.CandidatesTokensDetails {
-		if d.Modality == "AUDIO" {
-			if err := u.figure(HasOutputAudio, &u.OutputAudio, d.TokenCount); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// converse reads Bedrock's usage, whose inputTokens leaves out the cache's
-// as Anthropic's does.
-func (u *Usage) converse(raw []byte) error {
-	var w struct {
-		InputTokens           *int64 `json:"inputTokens"`
-		OutputTokens          *int64 `json:"outputTokens"`
-		CacheReadInputTokens  *int64 `json:"cacheReadInputTokens"`
-		CacheWriteInputTokens *int64 `json:"cacheWriteInputTokens"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return err
-	}
-	if err := u.figures(fig{HasInput, &u.Input, w.InputTokens}, fig{HasOutput, &u.Output, w.OutputTokens},
-		fig{HasCachedInput, &u.CachedInput, w.CacheReadInputTokens}, fig{HasCacheWrite, &u.CacheWrite, w.CacheWriteInputTokens}); err != nil {
-		return err
-	}
-	if u.Has&HasInput != 0 {
-		u.Input += u.CacheWrite + u.CachedInput
-	}
-	return nil
-}
-
 // AnswerUsage reads the usage of a whole (not streamed) answer of wire w:
-// its top-level member usage (usageMetadata for Gemini). An answer that is
-// not JSON, or names a member twice, has none.
+// its last top-level member usage (usageMetadata for Gemini), found as
+// encoding/json would take it (lastMember) and read by ReadUsage. An
+// answer without one, or with one that is not an object, has none.
 func AnswerUsage(w Wire, body []byte) (Usage, error) {
-	var a struct {
-		Usage         jsontext.Value `json:"usage"`
-		UsageMetadata jsontext.Value `json:"usageMetadata"`
-	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		return Usage{}, err
-	}
-	raw := a.Usage
+	key := "usage"
 	if w == Gemini {
-		raw = a.UsageMetadata
+		key = "usageMetadata"
 	}
-	if raw.Kind() != '{' {
+	from, to := lastMember(string(body), key)
+	if from < 0 || body[from] != '{' {
 		return Usage{}, errNoUsage
 	}
-	return ReadUsage(w, raw)
+	return ReadUsage(w, body[from:to])
 }
 
 var errNoUsage = errors.New("convert: the answer reports no usage")

@@ -1,11 +1,14 @@
 package tokenizer
 
+import "strings"
+
 // Chat message overheads of the OpenAI chat format (gpt-3.5-turbo-0613 and
 // later, gpt-4*, gpt-4o*, o-series): every message is wrapped in
 // <|start|>{role/name}\n{content}<|end|>, and every reply is primed with
 // <|start|>assistant<|message|>. These are the OpenAI cookbook's figures.
 const (
-	tokensPerMessage = 3
+	// TokensPerMessage wraps every message.
+	TokensPerMessage = 3
 	tokensPerName    = 1
 	tokensReplyPrime = 3
 	// Tools are rendered by the API in a compact TypeScript-like form; we
@@ -32,6 +35,21 @@ type ChatMessage struct {
 	Extra []string
 }
 
+// texts bounds a message's text parts as the provider may read them: one
+// after the other, each counted (with a separator between two), or joined
+// into one text — which BPE can count higher than its parts (" xwm" and
+// "pq" are one token each, " xwmpq" four).
+func (c *Counter) texts(texts []string) int64 {
+	var n int64
+	for _, t := range texts {
+		n += c.Count(t)
+	}
+	if len(texts) < 2 {
+		return n
+	}
+	return max(n+int64(len(texts)-1), c.Count(strings.Join(texts, "")))
+}
+
 // Chat returns the prompt tokens of a chat request: messages with their
 // overheads, tool definitions (each the JSON text of one tool) and the
 // messages' image bounds. For plain text it equals the API's count (the
@@ -40,13 +58,11 @@ func (c *Counter) Chat(msgs []ChatMessage, tools []string) int64 {
 	var n int64
 	for i := range msgs {
 		m := &msgs[i]
-		n += tokensPerMessage + c.Count(m.Role)
+		n += TokensPerMessage + c.Count(m.Role)
 		if m.Name != "" {
 			n += tokensPerName + c.Count(m.Name)
 		}
-		for _, t := range m.Texts {
-			n += c.Count(t)
-		}
+		n += c.texts(m.Texts)
 		for _, t := range m.Extra {
 			n += c.Count(t)
 		}
@@ -55,7 +71,11 @@ func (c *Counter) Chat(msgs []ChatMessage, tools []string) int64 {
 	if len(tools) > 0 {
 		n += tokensToolsWrapper
 		for _, t := range tools {
-			n += tokensPerTool + c.Count(t)
+			// Per element of an array (an enum's values) the API's
+			// rendering may take more tokens than the JSON's `"v",`: the
+			// cookbook counts 3 and the value's own for each. Two more a
+			// comma bounds it.
+			n += tokensPerTool + c.Count(t) + 2*int64(strings.Count(t, ","))
 		}
 	}
 	return n + tokensReplyPrime

@@ -136,10 +136,10 @@ func (r *boundRig) check(t testing.TB, route string, body []byte, h http.Header)
 		}
 	}
 	if cost > 0 && !admitted {
-		t.Fatalf("%s %s: the upstream billed %d µ$ for a request the gateway did not reserve (status %d)", route, body, cost, w.Code)
+		t.Fatalf("%s %s: the upstream billed %d µ$ for a request the gateway did not reserve (status %d)", route, short(body), cost, w.Code)
 	}
 	if cost > reserved {
-		t.Fatalf("%s %s: the upstream billed %d µ$, the gateway reserved %d", route, body, cost, reserved)
+		t.Fatalf("%s %s: the upstream billed %d µ$, the gateway reserved %d", route, short(body), cost, reserved)
 	}
 	if w.Code >= 400 && w.Code != 429 {
 		var eb errorBody
@@ -148,6 +148,14 @@ func (r *boundRig) check(t testing.TB, route string, body []byte, h http.Header)
 		}
 	}
 	return w
+}
+
+// short is body, cut to a length a failure can print.
+func short(body []byte) string {
+	if len(body) > 600 {
+		return string(body[:300]) + fmt.Sprintf(" … (%d bytes) … ", len(body)) + string(body[len(body)-200:])
+	}
+	return string(body)
 }
 
 // seeds are valid bodies of every route, with the fields that multiply cost.

@@ -265,6 +265,9 @@ func (c *chatContent) count(cm *tokenizer.ChatMessage, m *Model, at string) erro
 			}
 			cm.AudioTokens += n
 		case "file":
+			if p.File.FileData != "" && p.File.FileID != "" {
+				return badRequest(param, "%s: a file is given by file_data or file_id, not both", param)
+			}
 			n, err := m.file(p.File.FileData, p.File.FileID, param)
 			if err != nil {
 				return err

@@ -80,7 +80,16 @@ func (p *prompts) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 		return err
 	}
 	loose := false // token ids at the top level: one prompt together
+	var kinds [256]bool
 	for i := 0; d.PeekKind() != ']'; i++ {
+		if k := d.PeekKind(); !kinds[k] {
+			if kinds['"'] || kinds['0'] || kinds['['] {
+				// A server may read an array of mixed kinds as one prompt
+				// an element, or refuse it: not one reading.
+				return &fieldError{sub: "[" + strconv.Itoa(i) + "]", msg: "must be of the kind of the elements before it: strings, token ids or arrays of token ids, not a mix"}
+			}
+			kinds[k] = true
+		}
 		switch d.PeekKind() {
 		case '"':
 			var s string

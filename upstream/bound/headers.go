@@ -61,6 +61,11 @@ var betas = map[string]string{
 	"skills-2025-10-02":             "skills run in a container that bills by the hour",
 }
 
+// anthropicVersions are the anthropic-version values the gateway knows
+// (the header is forwarded as the client sent it, 2023-06-01 where it sent
+// none).
+var anthropicVersions = []string{"2023-01-01", "2023-06-01", "2026-10-21"}
+
 // betas is the anthropic-beta header to forward for the client's values:
 // each one known and free, or let pass by m's upstream; a *RequestError
 // names the first that is neither.

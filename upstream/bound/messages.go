@@ -332,6 +332,16 @@ func (b *blocks) count(cm *tokenizer.ChatMessage, m *Model, at string) error {
 				return err
 			}
 		}
+		if allowed, ok := blockFields[blk.Type]; ok {
+			if err := onlyFields(param, blk.Type, blk.fields(), allowed...); err != nil {
+				return err
+			}
+		}
+		if blk.Source != nil {
+			if err := blk.Source.check(param + ".source"); err != nil {
+				return err
+			}
+		}
 		switch blk.Type {
 		case "text":
 			if blk.Text == nil {

@@ -71,6 +71,9 @@ func Parse(ep Endpoint, body []byte, h http.Header) (*Request, error) {
 		return nil, badRequest("model", "is required")
 	}
 	if ep == Messages {
+		if v := h.Get("Anthropic-Version"); v != "" && !slices.Contains(anthropicVersions, v) {
+			return nil, badRequest("anthropic-version", "the API version %q is not one the gateway knows (%s): a version changes what a request means", v, strings.Join(anthropicVersions, ", "))
+		}
 		r.betas = betasOf(h)
 	}
 	return r, nil

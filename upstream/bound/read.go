@@ -197,6 +197,14 @@ func register[T any]() {
 
 var errNotObject = errors.New("the body is not a JSON object")
 
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // readString reads the next value, a string, into s: a content's text.
 // (The token's own string, not another dispatch by json.UnmarshalDecode,
 // for each message of a conversation.)

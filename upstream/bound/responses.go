@@ -97,13 +97,16 @@ type responsesItem struct {
 type responsesContent struct {
 	text  string
 	parts []responsesPart
+	given bool // not missing, not null
 }
 
 func (c *responsesContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	switch d.PeekKind() {
 	case '"':
+		c.given = true
 		return readString(d, &c.text)
 	case '[':
+		c.given = true
 		return json.UnmarshalDecode(d, &c.parts)
 	case 'n':
 		_, err := d.ReadToken()
@@ -142,10 +145,21 @@ type responsesTool struct {
 	Description *string         `json:"description"`
 	Parameters  jsontext.Value  `json:"parameters"`
 	Strict      jsontext.Value  `json:"strict"`
-	Format      jsontext.Value  `json:"format"`
-	Tools       []responsesTool `json:"tools"`
+	Format      jsontext.Value   `json:"format"`
+	Tools       []namespacedTool `json:"tools"` // a namespace's
 
 	text string // the definition's JSON text
+}
+
+// namespacedTool is a tool of a namespace: a function or a custom tool (a
+// namespace in a namespace is refused, and read no further than its type).
+type namespacedTool struct{ responsesTool }
+
+func (t *namespacedTool) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	type plain responsesTool
+	text, typ, err := readTool(d, (*plain)(&t.responsesTool), func(typ string) bool { return typ == "function" || typ == "custom" })
+	t.Type, t.text = typ, text
+	return err
 }
 
 func (t *responsesTool) UnmarshalJSONFrom(d *jsontext.Decoder) error {
@@ -162,7 +176,11 @@ func (t *responsesTool) check(at string) error {
 		return nil
 	case "namespace":
 		for i := range t.Tools {
-			if err := t.Tools[i].check(at + ".tools[" + strconv.Itoa(i) + "]"); err != nil {
+			inner := &t.Tools[i]
+			if inner.Type == "namespace" {
+				return badRequest(at+".tools["+strconv.Itoa(i)+"].type", "a namespace holds functions and custom tools, not another namespace")
+			}
+			if err := inner.check(at + ".tools[" + strconv.Itoa(i) + "]"); err != nil {
 				return err
 			}
 		}
@@ -237,9 +255,14 @@ func (r *responsesRequest) input(m *Model) (int64, int64, error) {
 			tools = append(tools, more...)
 		}
 	}
-	if r.Text != nil && r.Text.Format != nil && r.Text.Format.Type == "json_schema" {
+	if r.Text != nil && r.Text.Format != nil {
 		f := r.Text.Format
-		tools = append(tools, f.Name+" "+deref(f.Description)+" "+compact(f.Schema))
+		if f.Type == "json_schema" {
+			tools = append(tools, f.Name+" "+deref(f.Description)+" "+compact(f.Schema))
+		} else if err := onlyFields("text.format", f.Type, []field{{"name", f.Name != ""}, {"description", f.Description != nil},
+			{"schema", len(f.Schema) > 0}, {"strict", len(f.Strict) > 0}}); err != nil {
+			return 0, 0, err // a schema is read only for json_schema
+		}
 	}
 	return m.Counter.Chat(msgs, tools), audio, nil
 }
@@ -247,8 +270,17 @@ func (r *responsesRequest) input(m *Model) (int64, int64, error) {
 // count is one input item as a chat message.
 func (it *responsesItem) count(m *Model, at string) (tokenizer.ChatMessage, error) {
 	cm := tokenizer.ChatMessage{Role: it.Role}
-	switch it.Type {
-	case "", "message":
+	typ := it.Type
+	if typ == "" {
+		typ = "message"
+	}
+	if allowed, ok := itemFields[typ]; ok {
+		if err := onlyFields(at, typ, it.fields(), allowed...); err != nil {
+			return cm, err
+		}
+	}
+	switch typ {
+	case "message":
 		if it.Role == "" {
 			return cm, badRequest(at+".role", "is required")
 		}
@@ -276,6 +308,7 @@ func (it *responsesItem) count(m *Model, at string) (tokenizer.ChatMessage, erro
 		if it.EncryptedContent != nil {
 			cm.ImageTokens += int64(len(*it.EncryptedContent))
 		}
+		return cm, it.Content.count(&cm, m, at+".content")
 	default:
 		return cm, badRequest(at+".type", "input item type %q is not one the gateway can bound", it.Type)
 	}
@@ -293,6 +326,11 @@ func (c *responsesContent) count(cm *tokenizer.ChatMessage, m *Model, at string)
 	for i := range c.parts {
 		p := &c.parts[i]
 		param := at + "[" + strconv.Itoa(i) + "]"
+		if allowed, ok := partFields[p.Type]; ok {
+			if err := onlyFields(param, p.Type, p.fields(), allowed...); err != nil {
+				return err
+			}
+		}
 		switch p.Type {
 		case "input_text", "output_text", "summary_text", "reasoning_text":
 			if p.Text == nil {
@@ -308,6 +346,9 @@ func (c *responsesContent) count(cm *tokenizer.ChatMessage, m *Model, at string)
 			}
 			cm.ImageTokens += n
 		case "input_file":
+			if sources := btoi(p.FileData != nil) + btoi(p.FileID != nil) + btoi(p.FileURL != nil); sources != 1 {
+				return badRequest(param, "%s: a file is given by one of file_data, file_id and file_url", param)
+			}
 			n, err := m.file(deref(p.FileData), deref(p.FileID), param)
 			if err != nil {
 				return err

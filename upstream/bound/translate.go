@@ -8,6 +8,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate-dev/tollgate/tokenizer"
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
@@ -87,7 +88,7 @@ func (r *Request) translate(m *Model, up Upstream) (*Prepared, error) {
 	}
 	wire := w.Wire(m.Name)
 	p := &Prepared{req: r, Choices: 1, ClientWantsUsage: true, CapField: capField,
-		InputTokens: scale(in, m.TokenRatio)}
+		InputTokens: scale(in+resultMessages(c, m), m.TokenRatio)}
 	if (len(c.Tools) > 0 || c.Format != nil) && wire != convert.OpenAI && cw != convert.Anthropic {
 		p.InputTokens += toolPromptTokens // (a Messages request's count has Anthropic's own)
 	}
@@ -109,6 +110,22 @@ func (r *Request) translate(m *Model, up Upstream) (*Prepared, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// resultMessages bounds what a translation adds by writing each tool
+// result as a message of its own (OpenAI's wire does; Anthropic's puts all
+// of a turn's in one message, as the reading counted them): a message's
+// overhead and role for each.
+func resultMessages(c *convert.Chat, m *Model) int64 {
+	var n int64
+	for _, msg := range c.Messages {
+		for _, p := range msg.Parts {
+			if p.Kind == convert.Result {
+				n++
+			}
+		}
+	}
+	return n * (tokenizer.TokensPerMessage + m.Counter.Count("tool"))
 }
 
 // encode writes the translation's request with an output cap of limit.
@@ -456,11 +473,21 @@ func (b *blocks) canonical(at string, result func(convert.Part)) ([]convert.Part
 			if err != nil {
 				return nil, err
 			}
-			kind := convert.Image
-			if blk.Type == "document" {
-				kind, md.Name = convert.Document, deref(blk.Title)
+			switch {
+			case blk.Type == "image":
+				parts = append(parts, convert.Part{Kind: convert.Image, Media: md})
+			case md.MediaType == "text/plain":
+				// A text document is its text on every wire (its title
+				// and context with it).
+				for _, t := range []string{deref(blk.Title), deref(blk.Context), md.Data} {
+					if t != "" {
+						parts = append(parts, convert.Part{Kind: convert.Text, Text: t})
+					}
+				}
+			default:
+				md.Name = deref(blk.Title)
+				parts = append(parts, convert.Part{Kind: convert.Document, Media: md})
 			}
-			parts = append(parts, convert.Part{Kind: kind, Media: md})
 		case "tool_use":
 			if result == nil {
 				break

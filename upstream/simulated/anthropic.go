@@ -79,7 +79,7 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 				b.WriteString(x.Source.Data)
 			}
 		case "tool_use":
-			b.WriteString(x.Name + string(x.Input))
+			b.WriteString(x.Name + compact(x.Input))
 		case "tool_result":
 			text, img := anthropicText(x.Content)
 			b.WriteString(text)
@@ -160,7 +160,7 @@ func (s *Server) claudePrompt(req *messagesRequest) int64 {
 	if len(req.Tools) > 0 {
 		bpe += claudeToolPrompt
 		for _, t := range req.Tools {
-			bpe += c.Count(string(t))
+			bpe += c.Count(compact(t))
 		}
 	}
 	return int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images

@@ -106,7 +106,7 @@ func (s *Server) responsesPrompt(req *responsesRequest) int64 {
 		}
 	}
 	for _, t := range req.Tools {
-		n += 7 + c.Count(string(t))
+		n += 7 + c.Count(compact(t))
 	}
 	if f := req.Text.Format.Schema; f != nil {
 		n += c.Count(string(f))

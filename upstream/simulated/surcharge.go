@@ -1,6 +1,7 @@
 package simulated
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -175,4 +176,14 @@ func (s *Server) surcharge(model string, sc surcharge, prompt, completion int64)
 		r.BilledCompletionTokens += extra(completion)
 	}
 	s.stats.Usage[model] = r
+}
+
+// compact is raw's JSON without white space: a provider renders a tool or
+// a call from its parsed JSON, so white space in its text costs nothing.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

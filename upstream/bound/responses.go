@@ -140,11 +140,11 @@ type responsesPart struct {
 // groups its tools in). A tool of another type runs at the provider
 // (hosted search, code, files, images) and is refused, wherever it is.
 type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description *string         `json:"description"`
-	Parameters  jsontext.Value  `json:"parameters"`
-	Strict      jsontext.Value  `json:"strict"`
+	Type        string           `json:"type"`
+	Name        string           `json:"name"`
+	Description *string          `json:"description"`
+	Parameters  jsontext.Value   `json:"parameters"`
+	Strict      jsontext.Value   `json:"strict"`
 	Format      jsontext.Value   `json:"format"`
 	Tools       []namespacedTool `json:"tools"` // a namespace's
 

@@ -35,56 +35,53 @@ func (p *Prepared) Reserved() budget.Usage {
 // it could be — the input or the output at p's bound, a part of them
 // (cached, cache writes, reasoning, audio) at all of its whole where its
 // rate is dearer than the whole's and the request could have had it, else
-// at none. A figure left out is
-// named in Unreported, and never read as 0 where 0 would charge less.
+// at none. A figure left out is named in Unreported, and never read as 0
+// where 0 would charge less.
 func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
 	b := budget.Usage{InputTokens: u.Input, CachedInputTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite,
 		OutputTokens: u.Output, ReasoningTokens: u.Reasoning, InputAudioTokens: u.InputAudio, OutputAudioTokens: u.OutputAudio}
-	missing := func(f convert.Figures, name string, worst bool) bool {
-		if u.Has&f != 0 || !worst {
-			return false
-		}
-		b.Unreported = append(b.Unreported, name)
-		return true
-	}
-	if missing(convert.HasInput, "input_tokens", true) {
+	missing := func(f convert.Figures) bool { return u.Has&f == 0 }
+	left := func(name string) { b.Unreported = append(b.Unreported, name) }
+	if missing(convert.HasInput) {
 		b.InputTokens = max(p.InputTokens, b.CachedInputTokens+b.CacheWriteTokens+b.InputAudioTokens)
+		left("input_tokens")
 	}
-	if missing(convert.HasOutput, "output_tokens", p.MaxOutputTokens > 0) {
+	if missing(convert.HasOutput) && p.MaxOutputTokens > 0 {
 		b.OutputTokens = max(p.MaxOutputTokens, b.ReasoningTokens+b.OutputAudioTokens)
+		left("output_tokens")
 	}
-	rates := []budget.Price{price}
-	if price.Above != nil {
-		t := price.Above
-		rates = append(rates, budget.Price{Input: max(t.Input, price.Input), CachedInput: max(t.CachedInput, price.CachedInput),
-			CacheWrite: max(t.CacheWrite, price.CacheWrite), Output: max(t.Output, price.Output)})
-	}
-	dearer := func(part, whole func(budget.Price) budget.Money) bool {
-		for _, r := range rates {
-			if part(r) > whole(r) {
-				return true
-			}
-		}
-		return false
-	}
-	input := func(r budget.Price) budget.Money { return r.Input }
-	output := func(r budget.Price) budget.Money { return max(r.Output, r.Reasoning) }
 	rest := func() int64 { return b.InputTokens - b.CachedInputTokens - b.CacheWriteTokens - b.InputAudioTokens }
-	if missing(convert.HasCacheWrite, "cache_write_tokens", p.CacheWrites && dearer(func(r budget.Price) budget.Money { return r.CacheWrite }, input)) {
+	if missing(convert.HasCacheWrite) && p.CacheWrites && dearerInput(price, func(t budget.Tier) budget.Money { return t.CacheWrite }, price.CacheWrite) {
 		b.CacheWriteTokens += rest()
+		left("cache_write_tokens")
 	}
-	if missing(convert.HasCachedInput, "cached_input_tokens", dearer(func(r budget.Price) budget.Money { return r.CachedInput }, input)) {
+	if missing(convert.HasCachedInput) && dearerInput(price, func(t budget.Tier) budget.Money { return t.CachedInput }, price.CachedInput) {
 		b.CachedInputTokens += rest()
+		left("cached_input_tokens")
 	}
-	if missing(convert.HasInputAudio, "input_audio_tokens", p.InputAudioTokens > 0 && price.InputAudio > price.Input) {
+	if missing(convert.HasInputAudio) && p.InputAudioTokens > 0 && price.InputAudio > price.Input {
 		b.InputAudioTokens += min(rest(), p.InputAudioTokens)
+		left("input_audio_tokens")
 	}
-	if missing(convert.HasReasoning, "reasoning_tokens", price.Reasoning > price.Output) {
+	if missing(convert.HasReasoning) && price.Reasoning > price.Output {
 		b.ReasoningTokens = b.OutputTokens
+		left("reasoning_tokens")
 	}
-	if missing(convert.HasOutputAudio, "output_audio_tokens", p.AudioOutput && price.OutputAudio > output(price)) {
+	if missing(convert.HasOutputAudio) && p.AudioOutput && price.OutputAudio > max(price.Output, price.Reasoning) {
 		b.OutputAudioTokens = b.OutputTokens
+		left("output_audio_tokens")
 	}
 	b.Estimated = len(b.Unreported) > 0
 	return b
+}
+
+// dearerInput reports whether a part of the input, at rate base (and at
+// the long-context tier's rate of it, where price has one), costs more
+// than the input's own rate.
+func dearerInput(price budget.Price, tier func(budget.Tier) budget.Money, base budget.Money) bool {
+	if base > price.Input {
+		return true
+	}
+	t := price.Above
+	return t != nil && max(tier(*t), base) > max(t.Input, price.Input)
 }

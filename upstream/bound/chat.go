@@ -81,24 +81,8 @@ type chatMessage struct {
 	Annotations jsontext.Value `json:"annotations"`
 }
 
-// chatContent is a message's content: a string, or parts (nil: null).
-type chatContent struct {
-	text  string
-	parts []chatPart
-}
-
-func (c *chatContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	switch d.PeekKind() {
-	case '"':
-		return readString(d, &c.text)
-	case '[':
-		return json.UnmarshalDecode(d, &c.parts)
-	case 'n':
-		_, err := d.ReadToken()
-		return err
-	}
-	return refuse("must be a string or an array of content parts")
-}
+// chatContent is a message's content: a string, or parts.
+type chatContent struct{ textOr[chatPart] }
 
 // chatPart is one content part; which fields it may have is its type's.
 type chatPart struct {
@@ -235,14 +219,14 @@ func (c *chatRequest) input(m *Model) (tokens, audio int64, err error) {
 // count adds a message's content to cm: a string, or parts. Only parts the
 // gateway can bound are taken: text, images, input audio, inline PDFs.
 func (c *chatContent) count(cm *tokenizer.ChatMessage, m *Model, at string) error {
-	if c.parts == nil {
+	if c.list == nil {
 		if c.text != "" {
 			cm.Texts = append(cm.Texts, c.text)
 		}
 		return nil
 	}
-	for i := range c.parts {
-		p := &c.parts[i]
+	for i := range c.list {
+		p := &c.list[i]
 		param := at + "[" + strconv.Itoa(i) + "]"
 		if err := p.only(param); err != nil {
 			return err

@@ -68,8 +68,8 @@ func (s *source) check(at string) error {
 // fields lists an input item's fields, set or not.
 func (it *responsesItem) fields() []field {
 	return []field{
-		{"role", it.Role != ""}, {"content", it.Content.given}, {"call_id", it.CallID != ""}, {"name", it.Name != ""},
-		{"arguments", it.Arguments != nil}, {"input", it.Input != nil}, {"output", it.Output.given},
+		{"role", it.Role != ""}, {"content", it.Content.set}, {"call_id", it.CallID != ""}, {"name", it.Name != ""},
+		{"arguments", it.Arguments != nil}, {"input", it.Input != nil}, {"output", it.Output.set},
 		{"summary", it.Summary != nil}, {"encrypted_content", it.EncryptedContent != nil}, {"tools", it.Tools != nil},
 	}
 }

@@ -58,26 +58,7 @@ type anthropicMessage struct {
 }
 
 // blocks is content: a string, or content blocks.
-type blocks struct {
-	text string
-	list []block
-	set  bool
-}
-
-func (b *blocks) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	b.set = true
-	switch d.PeekKind() {
-	case '"':
-		return readString(d, &b.text)
-	case '[':
-		return json.UnmarshalDecode(d, &b.list)
-	case 'n':
-		b.set = false
-		_, err := d.ReadToken()
-		return err
-	}
-	return refuse("must be a string or an array of content blocks")
-}
+type blocks struct{ textOr[block] }
 
 // block is one content block; its type says which of its fields it has.
 type block struct {

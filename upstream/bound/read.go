@@ -197,6 +197,30 @@ func register[T any]() {
 
 var errNotObject = errors.New("the body is not a JSON object")
 
+// textOr is a value that is a string or an array of T (content: a text
+// or parts; a prompt's input: a text or items); set says it is not missing
+// or null.
+type textOr[T any] struct {
+	text string
+	list []T
+	set  bool
+}
+
+func (v *textOr[T]) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	switch d.PeekKind() {
+	case '"':
+		v.set = true
+		return readString(d, &v.text)
+	case '[':
+		v.set = true
+		return json.UnmarshalDecode(d, &v.list)
+	case 'n':
+		_, err := d.ReadToken()
+		return err
+	}
+	return refuse("must be a string or an array")
+}
+
 // btoi is 1 for true.
 func btoi(b bool) int {
 	if b {

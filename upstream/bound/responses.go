@@ -3,7 +3,6 @@ package bound
 import (
 	"strconv"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tollgate-dev/tollgate/tokenizer"
@@ -48,26 +47,7 @@ type responsesRequest struct {
 }
 
 // responsesInput is a string (one user message) or input items.
-type responsesInput struct {
-	text  string
-	items []responsesItem
-	set   bool
-}
-
-func (in *responsesInput) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	in.set = true
-	switch d.PeekKind() {
-	case '"':
-		return readString(d, &in.text)
-	case '[':
-		return json.UnmarshalDecode(d, &in.items)
-	case 'n':
-		in.set = false
-		_, err := d.ReadToken()
-		return err
-	}
-	return refuse("must be a string or an array of input items")
-}
+type responsesInput struct{ textOr[responsesItem] }
 
 // responsesItem is one input item; its type says which fields it has.
 type responsesItem struct {
@@ -94,26 +74,7 @@ type responsesItem struct {
 
 // responsesContent is a message's content, or a tool's output: a string,
 // or parts.
-type responsesContent struct {
-	text  string
-	parts []responsesPart
-	given bool // not missing, not null
-}
-
-func (c *responsesContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	switch d.PeekKind() {
-	case '"':
-		c.given = true
-		return readString(d, &c.text)
-	case '[':
-		c.given = true
-		return json.UnmarshalDecode(d, &c.parts)
-	case 'n':
-		_, err := d.ReadToken()
-		return err
-	}
-	return refuse("must be a string or an array of content parts")
-}
+type responsesContent struct{ textOr[responsesPart] }
 
 // responsesPart is one content part of the Responses API (or a reasoning
 // summary's part).
@@ -228,12 +189,12 @@ func (r *responsesRequest) input(m *Model) (int64, int64, error) {
 	if !r.Input.set {
 		return 0, 0, badRequest("input", "is required")
 	}
-	if r.Input.items == nil {
+	if r.Input.list == nil {
 		msgs = append(msgs, tokenizer.ChatMessage{Role: "user", Texts: []string{r.Input.text}})
 	}
 	var audio int64
-	for i := range r.Input.items {
-		it := &r.Input.items[i]
+	for i := range r.Input.list {
+		it := &r.Input.list[i]
 		at := "input[" + strconv.Itoa(i) + "]"
 		cm, err := it.count(m, at)
 		if err != nil {
@@ -246,8 +207,8 @@ func (r *responsesRequest) input(m *Model) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for i := range r.Input.items {
-		if it := &r.Input.items[i]; it.Type == "additional_tools" {
+	for i := range r.Input.list {
+		if it := &r.Input.list[i]; it.Type == "additional_tools" {
 			more, err := toolTexts(it.Tools, "input["+strconv.Itoa(i)+"].tools")
 			if err != nil {
 				return 0, 0, err
@@ -317,14 +278,14 @@ func (it *responsesItem) count(m *Model, at string) (tokenizer.ChatMessage, erro
 
 // count adds content to cm: a string, or parts.
 func (c *responsesContent) count(cm *tokenizer.ChatMessage, m *Model, at string) error {
-	if c.parts == nil {
+	if c.list == nil {
 		if c.text != "" {
 			cm.Texts = append(cm.Texts, c.text)
 		}
 		return nil
 	}
-	for i := range c.parts {
-		p := &c.parts[i]
+	for i := range c.list {
+		p := &c.list[i]
 		param := at + "[" + strconv.Itoa(i) + "]"
 		if allowed, ok := partFields[p.Type]; ok {
 			if err := onlyFields(param, p.Type, p.fields(), allowed...); err != nil {

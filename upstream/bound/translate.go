@@ -321,15 +321,15 @@ func (msg *chatMessage) canonical(out *convert.Chat, at string, names map[string
 }
 
 func (c *chatContent) canonical(at string) ([]convert.Part, error) {
-	if c.parts == nil {
+	if c.list == nil {
 		if c.text == "" {
 			return nil, nil
 		}
 		return []convert.Part{{Kind: convert.Text, Text: c.text}}, nil
 	}
 	var parts []convert.Part
-	for i := range c.parts {
-		p := &c.parts[i]
+	for i := range c.list {
+		p := &c.list[i]
 		param := at + "[" + strconv.Itoa(i) + "]"
 		if err := p.only(param); err != nil {
 			return nil, err

@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tidwall/gjson"
 
@@ -461,30 +460,23 @@ func (m *StreamMeter) Observe(data []byte) (usageOnly bool, err error) {
 	if m.usageNullByTail(data, first) || !mayHoldUsage(data[from:]) {
 		return false, nil
 	}
-	// The chunk that reports usage is read whole, as json/v2 reads it.
-	var c struct {
-		Usage   jsontext.Value   `json:"usage"`
-		Choices []jsontext.Value `json:"choices"`
-		Groq    struct {
-			Usage jsontext.Value `json:"usage"`
-		} `json:"x_groq"`
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return false, fmt.Errorf("upstream: malformed stream chunk: %w", err)
-	}
-	usage := c.Usage
-	if usage.Kind() != '{' {
-		usage = c.Groq.Usage // Groq's, on its last chunk
-	}
-	if usage.Kind() != '{' {
-		return false, nil
+	// The chunk that reports usage: its usage member (or Groq's, in
+	// x_groq), found as an answer's is (convert.LastMember), read by the
+	// one usage reader.
+	usage, ok := convert.LastMember(data, "usage")
+	if !ok || usage[0] != '{' {
+		groq, _ := convert.LastMember(data, "x_groq")
+		if usage, ok = convert.LastMember(groq, "usage"); !ok || usage[0] != '{' {
+			return false, nil
+		}
 	}
 	u, err := convert.ReadUsage(convert.OpenAI, usage)
 	if err != nil {
 		return false, fmt.Errorf("upstream: stream usage: %w", err)
 	}
 	m.usage = u // cumulative: the last report wins
-	return len(c.Choices) == 0, nil
+	choices, _ := convert.LastMember(data, "choices")
+	return len(choices) == 0 || string(choices) == "null" || choices[0] == '[' && len(bytes.TrimSpace(choices[1:len(choices)-1])) == 0, nil
 }
 
 // closesObject reports whether rest, what follows the opening quote of a

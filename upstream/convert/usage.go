@@ -303,11 +303,23 @@ func AnswerUsage(w Wire, body []byte) (Usage, error) {
 	if w == Gemini {
 		key = "usageMetadata"
 	}
-	from, to := lastMember(string(body), key)
-	if from < 0 || body[from] != '{' {
+	raw, ok := LastMember(body, key)
+	if !ok || raw[0] != '{' {
 		return Usage{}, errNoUsage
 	}
-	return ReadUsage(w, body[from:to])
+	return ReadUsage(w, raw)
+}
+
+// LastMember is the value of the last top-level member of an answer's
+// JSON object named key — the one encoding/json takes —, found by walking
+// the top level back from its end (lastMember); ok is false where there
+// is none.
+func LastMember(body []byte, key string) (value []byte, ok bool) {
+	from, to := lastMember(string(body), key)
+	if from < 0 {
+		return nil, false
+	}
+	return body[from:to], true
 }
 
 var errNoUsage = errors.New("convert: the answer reports no usage")

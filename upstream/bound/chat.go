@@ -169,15 +169,16 @@ func (c *chatRequest) input(m *Model) (tokens, audio int64, err error) {
 	texts := make([]string, len(c.Messages))
 	for i := range c.Messages {
 		msg := &c.Messages[i]
-		at := "messages[" + strconv.Itoa(i) + "]"
+		// A path is made for an error, not for every message.
+		at := func() string { return "messages[" + strconv.Itoa(i) + "]" }
 		if msg.Role == "" {
-			return 0, 0, badRequest(at+".role", "is required")
+			return 0, 0, badRequest(at()+".role", "is required")
 		}
 		if len(msg.Audio) > 0 && msg.Audio.Kind() != 'n' {
-			return 0, 0, badRequest(at+".audio", "refers to audio the upstream keeps, which the gateway cannot count")
+			return 0, 0, badRequest(at()+".audio", "refers to audio the upstream keeps, which the gateway cannot count")
 		}
 		cm := tokenizer.ChatMessage{Role: msg.Role, Name: msg.Name, Texts: texts[i : i : i+1]}
-		if err := msg.Content.count(&cm, m, at+".content"); err != nil {
+		if err := msg.Content.count(&cm, m, func() string { return at() + ".content" }); err != nil {
 			return 0, 0, err
 		}
 		for _, tc := range msg.ToolCalls {
@@ -217,8 +218,9 @@ func (c *chatRequest) input(m *Model) (tokens, audio int64, err error) {
 }
 
 // count adds a message's content to cm: a string, or parts. Only parts the
-// gateway can bound are taken: text, images, input audio, inline PDFs.
-func (c *chatContent) count(cm *tokenizer.ChatMessage, m *Model, at string) error {
+// gateway can bound are taken: text, images, input audio, inline PDFs. at
+// makes the content's path, for a part's.
+func (c *chatContent) count(cm *tokenizer.ChatMessage, m *Model, at func() string) error {
 	if c.list == nil {
 		if c.text != "" {
 			cm.Texts = append(cm.Texts, c.text)
@@ -227,7 +229,7 @@ func (c *chatContent) count(cm *tokenizer.ChatMessage, m *Model, at string) erro
 	}
 	for i := range c.list {
 		p := &c.list[i]
-		param := at + "[" + strconv.Itoa(i) + "]"
+		param := at() + "[" + strconv.Itoa(i) + "]"
 		if err := p.only(param); err != nil {
 			return err
 		}
@@ -321,7 +323,7 @@ func (c *chatRequest) output(m *Model, p *Prepared) error {
 			return badRequest("prediction.type", "must be %q", "content")
 		}
 		var cm tokenizer.ChatMessage
-		if err := c.Prediction.Content.count(&cm, m, "prediction.content"); err != nil {
+		if err := c.Prediction.Content.count(&cm, m, func() string { return "prediction.content" }); err != nil {
 			return err
 		}
 		for _, t := range cm.Texts {

@@ -127,37 +127,37 @@ func ReadUsage(w Wire, raw []byte) (Usage, error) {
 // decoders are json/v2 decoders, reused: a usage is read at every request.
 var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
 
-// path is where a figure is in a usage object: the name of the member
-// that holds it, and of the object that member is in ("" at the top).
-type path struct{ parent, name string }
-
-// layouts are where each wire reports each figure. Gemini's modalities
-// (promptTokensDetails, candidatesTokensDetails: [{modality, tokenCount}])
-// add their AUDIO counts to the audio figures; its totalTokenCount stands
-// in for a candidatesTokenCount it leaves out.
-var layouts = map[Wire]map[path]Figures{
+// layouts are where each wire reports each figure: by the name of the
+// object a figure's member is in ("" the usage itself), then by the
+// member's name. Gemini's modalities (promptTokensDetails,
+// candidatesTokensDetails: [{modality, tokenCount}]) add their AUDIO counts
+// to the audio figures; its totalTokenCount stands in for a
+// candidatesTokenCount it leaves out.
+var layouts = map[Wire]map[string]map[string]Figures{
 	OpenAI: {
-		{"", "prompt_tokens"}: HasInput, {"", "completion_tokens"}: HasOutput,
-		{"prompt_tokens_details", "cached_tokens"}: HasCachedInput, {"prompt_tokens_details", "audio_tokens"}: HasInputAudio,
-		{"completion_tokens_details", "reasoning_tokens"}: HasReasoning, {"completion_tokens_details", "audio_tokens"}: HasOutputAudio,
+		"":                          {"prompt_tokens": HasInput, "completion_tokens": HasOutput},
+		"prompt_tokens_details":     {"cached_tokens": HasCachedInput, "audio_tokens": HasInputAudio},
+		"completion_tokens_details": {"reasoning_tokens": HasReasoning, "audio_tokens": HasOutputAudio},
 	},
 	Responses: {
-		{"", "input_tokens"}: HasInput, {"", "output_tokens"}: HasOutput,
-		{"input_tokens_details", "cached_tokens"}: HasCachedInput, {"output_tokens_details", "reasoning_tokens"}: HasReasoning,
+		"":                      {"input_tokens": HasInput, "output_tokens": HasOutput},
+		"input_tokens_details":  {"cached_tokens": HasCachedInput},
+		"output_tokens_details": {"reasoning_tokens": HasReasoning},
 	},
 	Anthropic: {
-		{"", "input_tokens"}: HasInput, {"", "output_tokens"}: HasOutput,
-		{"", "cache_creation_input_tokens"}: HasCacheWrite, {"", "cache_read_input_tokens"}: HasCachedInput,
+		"": {"input_tokens": HasInput, "output_tokens": HasOutput,
+			"cache_creation_input_tokens": HasCacheWrite, "cache_read_input_tokens": HasCachedInput},
 	},
 	Gemini: {
-		{"", "promptTokenCount"}: HasInput, {"", "toolUsePromptTokenCount"}: HasInput,
-		{"", "cachedContentTokenCount"}: HasCachedInput, {"", "candidatesTokenCount"}: HasOutput,
-		{"", "thoughtsTokenCount"}:       HasReasoning,
-		{"promptTokensDetails", "AUDIO"}: HasInputAudio, {"candidatesTokensDetails", "AUDIO"}: HasOutputAudio,
+		"": {"promptTokenCount": HasInput, "toolUsePromptTokenCount": HasInput,
+			"cachedContentTokenCount": HasCachedInput, "candidatesTokenCount": HasOutput,
+			"thoughtsTokenCount": HasReasoning},
+		"promptTokensDetails":     {"AUDIO": HasInputAudio},
+		"candidatesTokensDetails": {"AUDIO": HasOutputAudio},
 	},
 	Converse: {
-		{"", "inputTokens"}: HasInput, {"", "outputTokens"}: HasOutput,
-		{"", "cacheReadInputTokens"}: HasCachedInput, {"", "cacheWriteInputTokens"}: HasCacheWrite,
+		"": {"inputTokens": HasInput, "outputTokens": HasOutput,
+			"cacheReadInputTokens": HasCachedInput, "cacheWriteInputTokens": HasCacheWrite},
 	},
 }
 
@@ -170,27 +170,33 @@ type reading struct {
 
 // read reads the object d is at, whose name is parent ("" the usage
 // itself), into u's figures.
-func (u *reading) read(d *jsontext.Decoder, layout map[path]Figures, parent string) error {
+func (u *reading) read(d *jsontext.Decoder, layout map[string]map[string]Figures, parent string) error {
 	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
 		return cmp.Or(err, errUsage)
 	}
 	for d.PeekKind() == '"' {
-		tok, err := d.ReadToken()
+		// The name, unquoted into a buffer rather than made a string:
+		// most are looked up, not kept.
+		quoted, err := d.ReadValue()
 		if err != nil {
 			return err
 		}
-		name := tok.String()
+		var buf [48]byte
+		name, err := jsontext.AppendUnquote(buf[:0], quoted)
+		if err != nil {
+			return err
+		}
 		switch kind := d.PeekKind(); {
 		case kind == '{' && parent == "":
-			err = u.read(d, layout, name)
-		case kind == '[' && strings.HasSuffix(name, "TokensDetails"):
-			err = u.modalities(d, layout, name)
-		case kind == '0' && parent == "" && name == "totalTokenCount":
+			err = u.read(d, layout, string(name))
+		case kind == '[' && bytes.HasSuffix(name, []byte("TokensDetails")):
+			err = u.modalities(d, layout[string(name)])
+		case kind == '0' && parent == "" && string(name) == "totalTokenCount":
 			var n int64
 			n, err = integer(d)
 			u.total = &n
 		default:
-			bit, ok := layout[path{parent, name}]
+			bit, ok := layout[parent][string(name)]
 			if !ok {
 				err = d.SkipValue()
 				break
@@ -206,8 +212,8 @@ func (u *reading) read(d *jsontext.Decoder, layout map[path]Figures, parent stri
 }
 
 // modalities reads Gemini's per-modality counts, an array of
-// {modality, tokenCount}.
-func (u *reading) modalities(d *jsontext.Decoder, layout map[path]Figures, name string) error {
+// {modality, tokenCount}, into the figures their modality is in layout.
+func (u *reading) modalities(d *jsontext.Decoder, layout map[string]Figures) error {
 	var list []struct {
 		Modality   string `json:"modality"`
 		TokenCount *int64 `json:"tokenCount"`
@@ -216,7 +222,7 @@ func (u *reading) modalities(d *jsontext.Decoder, layout map[path]Figures, name 
 		return err
 	}
 	for _, m := range list {
-		if bit, ok := layout[path{name, m.Modality}]; ok && m.TokenCount != nil {
+		if bit, ok := layout[m.Modality]; ok && m.TokenCount != nil {
 			if err := u.add(bit, *m.TokenCount); err != nil {
 				return err
 			}

@@ -78,19 +78,22 @@ func ReadUsage(w Wire, raw []byte) (Usage, error) {
 		return Usage{}, fmt.Errorf("convert: no usage reader for wire %v", w)
 	}
 	var r reading
-	d := decoders.Get().(*jsontext.Decoder)
-	d.Reset(bytes.NewBuffer(raw))
-	err := r.read(d, layout, "")
+	dec := decoders.Get().(*decoder)
+	dec.in.Reset()
+	dec.in.Write(raw)
+	dec.Reset(&dec.in)
+	err := r.read(dec.Decoder, layout, "")
 	if err == nil {
-		_, err = d.ReadToken() // the end: nothing may follow the object
+		_, err = dec.ReadToken() // the end: nothing may follow the object
 		if err == io.EOF {
 			err = nil
 		} else if err == nil {
 			err = errUsage
 		}
 	}
-	d.Reset(bytes.NewBuffer(nil))
-	decoders.Put(d)
+	if dec.in.Cap() <= 64<<10 { // a usage is some hundred bytes: not an odd answer's kept
+		decoders.Put(dec)
+	}
 	if err != nil {
 		return Usage{}, err
 	}
@@ -124,8 +127,18 @@ func ReadUsage(w Wire, raw []byte) (Usage, error) {
 	return u, nil
 }
 
-// decoders are json/v2 decoders, reused: a usage is read at every request.
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewBuffer(nil)) }}
+// decoder is a json/v2 decoder with its input, a copy of the usage read:
+// both are reused, a usage is read at every request.
+type decoder struct {
+	*jsontext.Decoder
+	in bytes.Buffer
+}
+
+var decoders = sync.Pool{New: func() any {
+	d := new(decoder)
+	d.Decoder = jsontext.NewDecoder(&d.in)
+	return d
+}}
 
 // layouts are where each wire reports each figure: by the name of the
 // object a figure's member is in ("" the usage itself), then by the

@@ -29,6 +29,17 @@ type Entry struct {
 	Outcome        string `json:"outcome"`
 	Degraded       string `json:"degraded,omitempty"`
 	Bypass         string `json:"bypass,omitempty"` // who skipped the limits, if anyone
+	// Settlement is how the cost was settled: "reported" (the upstream's
+	// usage), "drained" (the same, read after the client left), or
+	// "reservation" (no usable usage: the whole reservation); empty when
+	// nothing reached an upstream or it answered with a failure it does
+	// not bill.
+	Settlement string `json:"settlement,omitempty"`
+	// Abandoned is why the gateway stopped reading the upstream's answer
+	// before its end, if it did: first_byte_timeout, timeout,
+	// idle_timeout, connection, overrun, shutdown. Such an attempt may be
+	// billed, and is charged its reservation.
+	Abandoned string `json:"abandoned,omitempty"`
 }
 
 // ID identifies the entry in the ledger: its reservation id, or for spend

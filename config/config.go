@@ -123,6 +123,11 @@ type Server struct {
 	// MaxConnections bounds the connections open at once; more wait to be
 	// accepted (default 4096).
 	MaxConnections int `yaml:"max_connections"`
+	// DrainTimeout is the drain budget at shutdown (default 30s): how long
+	// in-flight requests may take to finish — streams, and answers read to
+	// their usage for clients that left. Upstream exchanges still live
+	// then are ended, each charged its reservation.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// GCPercent is the Go garbage collector's target (what GOGC sets),
 	// applied at start: the heap may grow this many percent over what is
 	// live before a collection (default 400; -1 turns the collector off).

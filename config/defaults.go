@@ -37,7 +37,7 @@ func (c *Config) SetDefaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&srv.ReadHeaderTimeout, 10 * time.Second}, {&srv.BodyTimeout, time.Minute}, {&srv.BodyGrace, 5 * time.Second}, {&srv.IdleTimeout, time.Minute}} {
+	}{{&srv.ReadHeaderTimeout, 10 * time.Second}, {&srv.BodyTimeout, time.Minute}, {&srv.BodyGrace, 5 * time.Second}, {&srv.IdleTimeout, time.Minute}, {&srv.DrainTimeout, 30 * time.Second}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}

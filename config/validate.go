@@ -38,7 +38,7 @@ func (c *Config) validate(v *validator) {
 	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
 		v.addf("metrics_listen", "want host:port, got %q", c.MetricsListen)
 	}
-	if c.Server.ReadHeaderTimeout < 0 || c.Server.BodyTimeout < 0 || c.Server.BodyGrace < 0 || c.Server.IdleTimeout < 0 {
+	if c.Server.ReadHeaderTimeout < 0 || c.Server.BodyTimeout < 0 || c.Server.BodyGrace < 0 || c.Server.IdleTimeout < 0 || c.Server.DrainTimeout < 0 {
 		v.addf("server", "timeouts must not be negative")
 	}
 	if c.Server.MinBodyRate < 0 || c.Server.MaxConnections < 0 {

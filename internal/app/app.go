@@ -291,11 +291,12 @@ func (a *App) Engine() *budget.Engine { return a.engine }
 // Store returns the embedded store, or nil when budgets live in Redis.
 func (a *App) Store() *memstore.Store { return a.mem }
 
-// ShutdownTimeout bounds how long in-flight requests may take to finish.
-const ShutdownTimeout = 30 * time.Second
+// settleBudget is how long the requests whose exchanges were ended at
+// the drain budget have to settle.
+const settleBudget = 10 * time.Second
 
 // Serve serves on ln until ctx is done, then stops accepting, lets in-flight
-// requests finish (up to ShutdownTimeout), and persists what must survive:
+// requests finish (within server.drain_timeout), and persists what must survive:
 // the embedded store's snapshot, or the Redis store's spool.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Slow clients are bounded: headers by ReadHeaderTimeout, bodies by
@@ -334,10 +335,24 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		a.log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout)
-		sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		// The drain budget (server.drain_timeout): in-flight requests
+		// finish — streams, and answers read to their usage for clients
+		// that left. Exchanges still live then are ended and charged their
+		// reservations, which settleBudget bounds the settling of.
+		a.log.Info("shutting down: finishing in-flight requests", "drain_budget", a.cfg.Server.DrainTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.DrainTimeout)
 		err = srv.Shutdown(sctx)
 		cancel()
+		if err != nil {
+			// Past the drain budget: the upstream exchanges still read
+			// (streams, answers drained for a client that left) are ended,
+			// each charged its reservation, and their handlers settle them.
+			n := a.gateway.EndExchanges()
+			a.log.Warn("shutting down: drain budget spent; ended the upstream exchanges still in flight, each charged its reservation", "exchanges", n)
+			sctx, cancel = context.WithTimeout(context.Background(), settleBudget)
+			err = srv.Shutdown(sctx)
+			cancel()
+		}
 		<-errc
 	}
 	a.gateway.Drain() // settlements of the last responses, before the store goes

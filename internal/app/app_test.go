@@ -237,6 +237,70 @@ func TestShutdownFinishesStreams(t *testing.T) {
 	client.CloseIdleConnections()
 }
 
+// A stream still running past the drain budget does not hold shutdown for
+// its upstream's timeout: its exchange is ended, charged its reservation
+// (abandoned: shutdown), and settled before the store closes.
+func TestShutdownEndsExchangesPastTheDrainBudget(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{Fault: simulated.Stall, ReplyTokens: func(uint64) int64 { return 60 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	defer up.Close()
+	vars := map[string]string{"SNAP": filepath.Join(t.TempDir(), "state.json"), "UP": up.URL + "/v1", "HASH": policy.HashKey("tg-k")}
+	cfg := apptest.Config(t, "server: {drain_timeout: 300ms}\n"+cfgYAML, vars)
+	a, err := app.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var entries []budget.Entry
+	a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+	addr, stop := apptest.Run(t, a)
+	const n = 3
+	var wg sync.WaitGroup
+	started := make(chan struct{}, n)
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"stream %d"}]}`, i)
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer tg-k")
+			resp, err := http.DefaultClient.Do(req)
+			started <- struct{}{}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body) // until the gateway ends it
+			resp.Body.Close()
+		})
+	}
+	for range n {
+		<-started
+	}
+	// The upstream's timeout is ten minutes: stop returns long before.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if open := a.Store().Open(); open != 0 {
+		t.Fatalf("%d reservations left open after shutdown", open)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var charged int64
+	for _, e := range entries {
+		if e.Abandoned != "shutdown" || e.Settlement != "reservation" || e.Cost != e.Reserved {
+			t.Fatalf("entry %+v: want the reservation, abandoned at shutdown", e)
+		}
+		charged += int64(e.Cost)
+	}
+	spent, pending := a.Store().Spent("team:o/t:usd-month", budget.PeriodID(budget.Month, time.Now(), nil))
+	if len(entries) != n || spent != charged || pending != 0 {
+		t.Fatalf("%d entries charging %d; spent %d pending %d", len(entries), charged, spent, pending)
+	}
+}
+
 func tail(b []byte) string {
 	if len(b) > 40 {
 		b = b[len(b)-40:]

@@ -190,9 +190,9 @@ func TestAnthropicStreamFaults(t *testing.T) {
 				if e.Cost != e.Reserved || !strings.Contains(string(got), "output_limit_reached") {
 					t.Fatalf("overrun: cost %v reserved %v, stream ends %q", e.Cost, e.Reserved, tail(got))
 				}
-			default:
-				if e.Usage.OutputTokens != st.DeliveredTokens {
-					t.Fatalf("charged %d output tokens, %d were relayed", e.Usage.OutputTokens, st.DeliveredTokens)
+			default: // no usage at the stream's end: the reservation
+				if e.Cost != e.Reserved || e.Usage.OutputTokens != 20 || e.Settlement != "reservation" {
+					t.Fatalf("charged %v of %v (%d output tokens, %d relayed); want the reservation", e.Cost, e.Reserved, e.Usage.OutputTokens, st.DeliveredTokens)
 				}
 			}
 		})

@@ -17,22 +17,25 @@ import (
 // An alias whose primary, an OpenAI deployment, fails before answering —
 // a 5xx, a 429, a connection reset — is answered by its second, Claude on
 // an Anthropic upstream: the OpenAI client sees one answer, in its own
-// format; the ledger one entry, at Claude's price.
+// format; the ledger one entry, at Claude's price — and, for the reset
+// (the primary had the request, and may bill it), the primary's attempt
+// at its reservation.
 func TestFailoverToAnotherProvider(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		fail http.HandlerFunc
+		sent bool // the primary had the request, and may bill it
 	}{
 		{"a 500", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}`))
-		}},
+		}, false},
 		{"a 429", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "20")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests","code":"rate_limit_exceeded"}}`))
-		}},
+		}, false},
 		{"a reset connection", func(w http.ResponseWriter, _ *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err != nil {
@@ -40,7 +43,7 @@ func TestFailoverToAnotherProvider(t *testing.T) {
 			}
 			_ = conn.(*net.TCPConn).SetLinger(0) // close with RST
 			_ = conn.Close()
-		}},
+		}, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			var primary atomic.Int64
@@ -77,6 +80,16 @@ aliases:
 			u := sim.Stats().Usage[claude]
 			want := 3*u.PromptTokens + 15*u.CompletionTokens
 			spent, pending := spentNow(t, a)
+			if tc.sent {
+				// Reset after the primary had the request: it may bill it,
+				// so that attempt is charged its reservation too.
+				entries := settled.wait(t, 2)
+				first, served := entries[0], entries[1]
+				if first.Abandoned != "connection" || first.Cost != first.Reserved || int64(served.Cost) != want || spent != want+int64(first.Cost) || pending != 0 {
+					t.Fatalf("spent %d pending %d, entries %+v: want the primary's reservation and Claude's %d µ$", spent, pending, entries, want)
+				}
+				return
+			}
 			entries := settled.wait(t, 1)
 			if spent != want || pending != 0 || len(entries) != 1 || int64(entries[0].Cost) != want || entries[0].ServedModel != claude || entries[0].Model != "smart" {
 				t.Fatalf("spent %d pending %d, entries %+v: want one, at Claude's price (%d µ$)", spent, pending, entries, want)

@@ -71,8 +71,21 @@ type Call struct {
 	// a paid route, the upstream it goes to (an LLM request's is its
 	// route's first candidate until one answers).
 	model, upstream string
-	// chargeReserved settles at the reservation itself (no usable usage).
+	// chargeReserved settles at the reservation itself (no usable usage);
+	// drained says the usage was read after the client left. abandoned
+	// names why the gateway stopped listening to the attempt before its
+	// answer's end, if it did (exchange.cause, causeConnection,
+	// causeOverrun).
 	chargeReserved bool
+	drained        bool
+	abandoned      string
+	// earlier are attempts abandoned before this one was sent (a failover
+	// after a timeout): each may be billed, and is settled at its own
+	// reservation.
+	earlier []abandonedAttempt
+	// retryRefused says the attempt after an abandoned one did not fit:
+	// nothing but the abandoned attempts is settled.
+	retryRefused bool
 	// bypass names who skipped the limits (a signing service, or an
 	// unlimited key).
 	bypass string
@@ -107,6 +120,53 @@ type Call struct {
 	attempt0  attempt
 	settleCtx lazyDeadline
 }
+
+// abandonedAttempt is an attempt the gateway stopped listening to before
+// the upstream answered, after the request may have reached it (a
+// first-byte timeout, a connection lost), and that a later deployment was
+// tried after: it keeps its reservation, and is charged it.
+type abandonedAttempt struct {
+	plan     *plan
+	cause    string
+	held     held
+	estimate budget.Amounts
+}
+
+// held is a reservation, the engine that holds it (the gateway's, or the
+// local fallback) and when it was made; r is nil when nothing was
+// reserved (a bypass, a store unavailable and failing open).
+type held struct {
+	r      *budget.Reservation
+	engine *budget.Engine
+	at     time.Time
+}
+
+// held is cl's reservation as it stands.
+func (cl *Call) held() held { return held{cl.reservation, cl.engine, cl.reservedAt} }
+
+// settlement names how the call's last attempt is settled, for the
+// ledger: "reported" (the upstream's usage), "drained" (the same, read
+// after the client left), "reservation" (no usable usage: its whole
+// reservation), "" (nothing reached an upstream, or it answered with a
+// failure it does not bill).
+func (cl *Call) settlement() string {
+	switch {
+	case cl.chargeReserved:
+		return SettledAtReservation
+	case !cl.ok:
+		return ""
+	case cl.drained:
+		return SettledDrained
+	}
+	return SettledReported
+}
+
+// How an attempt is settled (budget.Entry.Settlement).
+const (
+	SettledReported      = "reported"
+	SettledDrained       = "drained"
+	SettledAtReservation = "reservation"
+)
 
 // Clamp is an output cap the gateway lowered so that a request fits a
 // budget (the budget's clamp_min_output_tokens allows it).

@@ -62,6 +62,10 @@ type Refused struct {
 	CapField string
 	// Limits are the request's limits, one per entry of Result.Status.
 	Limits []budget.Limit
+	// After, when set, is the upstream an earlier attempt was given up at
+	// after the request may have reached it: that attempt stays charged,
+	// and it is the next attempt that was refused.
+	After string
 }
 
 func (e *Refused) Unwrap() error { return e.RefusedError }

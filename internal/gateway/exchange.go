@@ -9,12 +9,18 @@ import (
 )
 
 // An exchange is the context one upstream attempt runs under: the
-// client's values; ended when the client leaves, when the attempt is past
-// its target's timeout, when the answer's headers have not come within
-// the first-byte timeout, when its stream has been quiet past the idle
-// timeout, or when the gateway cuts it (a stream past its output bound).
-// Ending it ends the transport's own context made from it, which aborts
-// the request or the read of its answer.
+// client's values; ended when the attempt is past its target's timeout,
+// when the answer's headers have not come within the first-byte timeout,
+// when its stream has been quiet past the idle timeout, when the gateway
+// shuts down past its drain budget, or when the gateway cuts it (it has
+// what it wanted, or a stream passed its output bound). Ending it ends the
+// transport's own context made from it, which aborts the request or the
+// read of its answer.
+//
+// The client leaving does not end it: a request that reached the upstream
+// is billed there whether anyone waits for the answer, so the answer is
+// read to its usage all the same (forwarded means charged). Its cause
+// says why an exchange ended before its answer did, for the ledger.
 //
 // context.WithTimeout(client's context) stood here: a timer and a child
 // registered with the client's context per attempt, and the transport's
@@ -44,10 +50,11 @@ type exchange struct {
 	// reads that returned data.
 	idle  atomic.Int64 // a time.Duration
 	reads atomic.Int64
+	body  countedReader // the answer, counted (stream)
 
 	mu     sync.Mutex
-	err    error    // why it ended; nil while it runs
-	quiet  bool     // it ended for its stream's quiet
+	err    error    // how it ended; nil while it runs
+	cause  string   // why, when not by the gateway's own cut (causes)
 	afters []func() // contexts made from it, to end with it
 	// afters0 is afters' room for the usual one (the transport's).
 	afters0 [1]func()
@@ -97,17 +104,26 @@ func (x *exchange) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// end ends x with err (the first end wins).
-func (x *exchange) end(err error) { x.endFor(err, false) }
+// Why an exchange ended before its answer did (exchange.cause; "" for the
+// gateway's own cut). The ledger names an attempt abandoned for them.
+const (
+	causeFirstByte = "first_byte_timeout"
+	causeTimeout   = "timeout"
+	causeIdle      = "idle_timeout"
+	causeShutdown  = "shutdown"
+)
 
-// endFor ends x with err; quiet says it is for its stream's quiet.
-func (x *exchange) endFor(err error, quiet bool) {
+// end ends x with err (the first end wins).
+func (x *exchange) end(err error) { x.endFor(err, "") }
+
+// endFor ends x with err, for cause.
+func (x *exchange) endFor(err error, cause string) {
 	x.mu.Lock()
 	if x.err != nil {
 		x.mu.Unlock()
 		return
 	}
-	x.err, x.quiet = err, quiet
+	x.err, x.cause = err, cause
 	close(x.done)
 	afters := x.afters
 	x.mu.Unlock()
@@ -126,18 +142,19 @@ func (x *exchange) cut() { x.end(context.Canceled) }
 // no longer applies.
 func (x *exchange) answer() { x.answered.Store(true) }
 
-// quieted reports whether x ended for its stream's quiet.
-func (x *exchange) quieted() bool {
+// why is the cause x ended for, if it ended for one.
+func (x *exchange) why() string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.quiet
+	return x.cause
 }
 
-// stream watches the reads of body, x's answer, for quiet longer than
-// idle.
+// stream watches the reads of body, x's answer — a stream, or a whole
+// answer, which can stall as well — for quiet longer than idle.
 func (x *exchange) stream(body io.Reader, idle time.Duration) io.Reader {
 	x.idle.Store(int64(idle))
-	return &countedReader{r: body, x: x}
+	x.body = countedReader{r: body, x: x}
+	return &x.body
 }
 
 // countedReader counts the reads of a stream that return data.
@@ -160,12 +177,11 @@ var errQuiet = context.DeadlineExceeded
 
 // A watchdog looks at the live exchanges of one gateway — every
 // watchPeriod, or every eighth of the shortest timeout among them — and
-// ends those whose client left, whose deadline passed, whose answer's
-// headers did not come in time, or whose stream had no data for its idle
-// timeout. A stream is cut no sooner than its idle timeout after its last
-// data, and some two looks after that; an exchange past a deadline or
-// whose client left, at the next look. Its goroutine runs while exchanges
-// live.
+// ends those whose deadline passed, whose answer's headers did not come in
+// time, or whose stream had no data for its idle timeout. A stream is cut
+// no sooner than its idle timeout after its last data, and some two looks
+// after that; an exchange past a deadline, at the next look. Its goroutine
+// runs while exchanges live.
 type watchdog struct {
 	now func() time.Time
 
@@ -248,35 +264,32 @@ func (w *watchdog) look() (period time.Duration, more bool) {
 	for x := w.head; x != nil; x = x.next {
 		period = min(period, x.timeout/8)
 		var err error
-		switch {
-		case x.parent.Err() != nil:
-			err = x.parent.Err()
-		case !now.Before(x.deadline):
-			err = context.DeadlineExceeded
+		cause := ""
+		if !now.Before(x.deadline) {
+			err, cause = context.DeadlineExceeded, causeTimeout
 		}
 		if x.firstByte > 0 && !x.answered.Load() {
 			period = min(period, x.firstByte/8)
 			if err == nil && !now.Before(x.headersBy) {
-				err = context.DeadlineExceeded
+				err, cause = context.DeadlineExceeded, causeFirstByte
 			}
 		}
-		quiet := false
 		if idle := time.Duration(x.idle.Load()); idle > 0 {
 			period = min(period, idle/8)
 			switch n := x.reads.Load(); {
 			case !x.watching || n != x.seen:
 				x.watching, x.seen, x.seenAt = true, n, now
 			case err == nil && now.Sub(x.seenAt) >= idle:
-				err, quiet = errQuiet, true
+				err, cause = errQuiet, causeIdle
 			}
 		}
 		if err != nil {
-			due = append(due, ending{x, err, quiet})
+			due = append(due, ending{x, err, cause})
 		}
 	}
 	w.mu.Unlock()
 	for _, d := range due {
-		d.x.endFor(d.err, d.quiet)
+		d.x.endFor(d.err, d.cause)
 	}
 	return max(period, time.Millisecond), true
 }
@@ -284,5 +297,21 @@ func (w *watchdog) look() (period time.Duration, more bool) {
 type ending struct {
 	x     *exchange
 	err   error
-	quiet bool
+	cause string
+}
+
+// endAll ends every live exchange for cause: the gateway stops listening
+// to its upstreams (a shutdown past its drain budget). It returns how many
+// it ended.
+func (w *watchdog) endAll(cause string) int {
+	var live []*exchange
+	w.mu.Lock()
+	for x := w.head; x != nil; x = x.next {
+		live = append(live, x)
+	}
+	w.mu.Unlock()
+	for _, x := range live {
+		x.endFor(context.Canceled, cause)
+	}
+	return len(live)
 }

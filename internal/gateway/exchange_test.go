@@ -62,8 +62,8 @@ func TestExchangeStreamQuiet(t *testing.T) {
 		t.Fatal("a quiet stream was never cut")
 	}
 	<-readDone
-	if !x.quieted() || !errors.Is(x.Err(), context.DeadlineExceeded) {
-		t.Fatalf("after the cut: quieted %v, Err %v", x.quieted(), x.Err())
+	if x.why() != causeIdle || !errors.Is(x.Err(), context.DeadlineExceeded) {
+		t.Fatalf("after the cut: cause %q, Err %v", x.why(), x.Err())
 	}
 	if gap := at.Sub(time.Unix(0, lastRead.Load())); gap < d {
 		t.Fatalf("cut %v after the last data, before the %v timeout", gap, d)
@@ -74,8 +74,10 @@ func TestExchangeStreamQuiet(t *testing.T) {
 }
 
 // TestExchangeEnds: an exchange ends at its deadline (DeadlineExceeded,
-// not for quiet), when its client's context ends (its error), and when it
-// is released or cut (Canceled); released, it leaves the watchdog, whose
+// for its timeout), at its first-byte deadline without headers, when the
+// gateway ends them all (its shutdown) and when it is released or cut
+// (Canceled, for no cause); not when its client leaves (the upstream
+// bills the answer all the same). Released, it leaves the watchdog, whose
 // goroutine ends once none is left. A stream not yet read past the
 // exchange's start is not quiet for the time before it streamed.
 func TestExchangeEnds(t *testing.T) {
@@ -91,8 +93,8 @@ func TestExchangeEnds(t *testing.T) {
 
 	late := w.start(context.Background(), 30*time.Millisecond, 0)
 	wait(late, "past its deadline")
-	if !errors.Is(late.Err(), context.DeadlineExceeded) || late.quieted() {
-		t.Fatalf("past its deadline: Err %v, quieted %v", late.Err(), late.quieted())
+	if !errors.Is(late.Err(), context.DeadlineExceeded) || late.why() != causeTimeout {
+		t.Fatalf("past its deadline: Err %v, cause %q", late.Err(), late.why())
 	}
 
 	// The answer's headers due within 30 ms: an exchange without them
@@ -102,8 +104,8 @@ func TestExchangeEnds(t *testing.T) {
 	answered := w.start(context.Background(), time.Hour, 30*time.Millisecond)
 	answered.answer()
 	wait(headless, "no headers within the first-byte timeout")
-	if !errors.Is(headless.Err(), context.DeadlineExceeded) || headless.quieted() {
-		t.Fatalf("no headers in time: Err %v, quieted %v", headless.Err(), headless.quieted())
+	if !errors.Is(headless.Err(), context.DeadlineExceeded) || headless.why() != causeFirstByte {
+		t.Fatalf("no headers in time: Err %v, cause %q", headless.Err(), headless.why())
 	}
 	if err := answered.Err(); err != nil {
 		t.Fatalf("an exchange whose headers came ended at the first-byte deadline: %v", err)
@@ -112,9 +114,16 @@ func TestExchangeEnds(t *testing.T) {
 	client, leave := context.WithCancel(context.Background())
 	left := w.start(client, time.Hour, 0)
 	leave()
-	wait(left, "its client left")
-	if !errors.Is(left.Err(), context.Canceled) {
-		t.Fatalf("its client left: Err %v", left.Err())
+	w.look()
+	if err := left.Err(); err != nil {
+		t.Fatalf("an exchange ended when its client left: %v", err)
+	}
+	if w.endAll(causeShutdown) == 0 {
+		t.Fatal("endAll ended no exchange")
+	}
+	wait(left, "the gateway ended them all")
+	if !errors.Is(left.Err(), context.Canceled) || left.why() != causeShutdown {
+		t.Fatalf("ended by endAll: Err %v, cause %q", left.Err(), left.why())
 	}
 
 	// Headers after a while, then a stream: the wait for the headers is
@@ -129,8 +138,8 @@ func TestExchangeEnds(t *testing.T) {
 		t.Fatalf("a stream cut %v after it began (idle timeout 1 s): %v", time.Since(began), err)
 	}
 	slow.cut()
-	if !errors.Is(slow.Err(), context.Canceled) || slow.quieted() {
-		t.Fatalf("cut: Err %v, quieted %v", slow.Err(), slow.quieted())
+	if !errors.Is(slow.Err(), context.Canceled) || slow.why() != "" {
+		t.Fatalf("cut: Err %v, cause %q", slow.Err(), slow.why())
 	}
 
 	for _, x := range []*exchange{late, headless, answered, left, slow} {

@@ -39,9 +39,15 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 		g.finishPaid(ctx, cl)
 		return
 	}
+	for i := range cl.earlier {
+		g.settleAbandoned(ctx, cl, &cl.earlier[i])
+	}
+	if cl.retryRefused {
+		return
+	}
 	u, served := cl.usage, cl.ok
 	actual := budget.Amounts{}
-	if served {
+	if served || cl.chargeReserved {
 		cost, err := cl.served.dep.price.Cost(u)
 		if cl.chargeReserved {
 			cost, err = cl.estimate.Cost, nil
@@ -56,6 +62,10 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	}
 	e := cl.entry()
 	e.Usage, e.Cost, e.Served, e.Degraded = u, actual.Cost, served, cl.degraded
+	e.Settlement, e.Abandoned = cl.settlement(), cl.abandoned
+	if cl.abandoned != "" && cl.served != nil {
+		g.metrics.AttemptsAbandoned.WithLabelValues(cl.served.dep.target.name, cl.abandoned).Inc()
+	}
 	e.Upstream = ""
 	if cl.served != nil {
 		e.Upstream = cl.served.dep.target.name
@@ -63,7 +73,7 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 			e.ServedModel = m
 		}
 	}
-	outcome := g.settle(ctx, cl, e, actual)
+	outcome := g.settle(ctx, cl, cl.held(), e, actual)
 	if served {
 		g.observeUsage(cl, u, actual)
 	}
@@ -89,19 +99,37 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	l.Write(ctx)
 }
 
-// settle charges cl's reservation the actual amounts and hands the ledger
-// its entry e (the reservation's id, outcome and, for a settlement that
-// corrected a sweep, the difference filled in); spend let through while
-// the store was unavailable is recorded for when it answers. It is the
-// one settlement step of LLM and paid routes.
-func (g *Gateway) settle(ctx context.Context, cl *Call, e *budget.Entry, actual budget.Amounts) budget.Outcome {
+// settleAbandoned charges an attempt given up before its answer (after
+// its request may have reached the upstream, and another deployment was
+// tried) its whole reservation, with its own ledger entry.
+func (g *Gateway) settleAbandoned(ctx context.Context, cl *Call, ab *abandonedAttempt) {
+	g.metrics.AttemptsAbandoned.WithLabelValues(ab.plan.dep.target.name, ab.cause).Inc()
+	e := cl.entry()
+	e.Time, e.Upstream, e.Cost, e.Reserved, e.ReservedTokens = ab.held.at, ab.plan.dep.target.name, ab.estimate.Cost, ab.estimate.Cost, ab.estimate.Tokens
+	e.Usage, e.Served, e.Degraded = ab.plan.prep.Reserved(), false, cl.degraded
+	e.Settlement, e.Abandoned = SettledAtReservation, ab.cause
+	if m := ab.plan.dep.model.Name; m != cl.model {
+		e.ServedModel = m
+	}
+	g.settle(ctx, cl, ab.held, e, ab.estimate)
+	g.log.Warn("upstream attempt abandoned; charged its reservation", "request_id", cl.id, "upstream", e.Upstream,
+		"cause", ab.cause, "usd_micros", int64(e.Cost))
+}
+
+// settle charges h (cl's reservation, or an abandoned attempt's) the
+// actual amounts and hands the ledger its entry e (the reservation's id,
+// outcome and, for a settlement that corrected a sweep, the difference
+// filled in); spend let through while the store was unavailable is
+// recorded for when it answers. It is the one settlement step of LLM and
+// paid routes.
+func (g *Gateway) settle(ctx context.Context, cl *Call, h held, e *budget.Entry, actual budget.Amounts) budget.Outcome {
 	var outcome budget.Outcome
-	if cl.reservation != nil {
+	if h.r != nil {
 		start := g.now()
-		g.holds.observe(start.Sub(cl.reservedAt))
-		e.ReservationID = cl.reservation.ID
+		g.holds.observe(start.Sub(h.at))
+		e.ReservationID = h.r.ID
 		var err error
-		outcome, err = cl.engine.SettleEntry(ctx, cl.reservation, actual, e)
+		outcome, err = h.engine.SettleEntry(ctx, h.r, actual, e)
 		g.metrics.SettleLatency.Observe(g.now().Sub(start).Seconds())
 		if err != nil {
 			g.metrics.StoreErrors.WithLabelValues("settle").Inc()

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,17 +260,12 @@ func chatJSON(in, out int64) string {
 	return fmt.Sprintf(`{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
 }
 
-// blocked answers once the request's context ends: an upstream that
-// never answers in time.
-func blocked(r *http.Request, _ []byte) (*http.Response, error) {
-	<-r.Context().Done()
-	return nil, r.Context().Err()
-}
+// errRefusedConn is how a transport reports a connection never made:
+// nothing of the request left.
+var errRefusedConn error = &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 
-var errRefusedConn = errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
-
-// errTimeout is how a transport reports a deadline it kept (the first
-// byte's, the dial's): a net.Error that timed out.
+// errTimeout is how a transport reports a deadline it kept while it
+// waited for the answer, the request sent: a net.Error that timed out.
 var errTimeout error = &net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}
 
 type timeoutError struct{}

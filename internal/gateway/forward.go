@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -29,6 +30,9 @@ func (g *Gateway) Forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 		cl.usage, cl.ok, err = g.forward(ctx, cl, w)
 	}
 	cl.outcome = outcomeOf(cl.ok, err)
+	if cl.drained {
+		cl.outcome = "client_closed" // served to no one, read all the same
+	}
 	return err
 }
 
@@ -39,10 +43,17 @@ func outcomeOf(served bool, err error) string {
 		return "served"
 	case errors.Is(err, ErrClientCanceled):
 		return "client_closed"
-	case IsUpstreamRefused(err):
+	case IsUpstreamRefused(err), isRefused(err):
 		return "refused"
 	}
 	return "upstream_error"
+}
+
+// isRefused says whether err is a limit's refusal (of a failover's next
+// attempt).
+func isRefused(err error) bool {
+	var r *Refused
+	return errors.As(err, &r)
 }
 
 // IsUpstreamRefused says whether err is an *UpstreamRefused. Apart: the
@@ -59,7 +70,13 @@ func IsUpstreamRefused(err error) bool {
 // headers, a 5xx or a 429 — before any byte reached the client — sends it
 // on to the next deployment; the last one's answer is relayed whatever it
 // is. served is false when no deployment served the request (refusals,
-// error statuses, no answer); usage is then meaningless.
+// error statuses, no answer); usage is then meaningless, unless the
+// attempt is charged its reservation (Call.chargeReserved).
+//
+// An attempt given up with no answer after its request may have reached
+// the upstream (a first-byte timeout, a connection lost) may be billed:
+// it keeps its reservation, charged in Finish, and the next deployment's
+// attempt is reserved anew before it is sent — refused if it does not fit.
 func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) (u budget.Usage, served bool, err error) {
 	var refused UpstreamRefused // copied to the heap only when returned
 	order := cl.inOrder()
@@ -98,6 +115,11 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 			release()
 			done(breaker.ErrFailed)
 			g.log.Warn("deployment failed; trying the next", "request_id", cl.id, "deployment", p.dep.name(), "err", failed)
+			if a.forwarded {
+				if err := g.reserveAgain(ctx, cl, p, a); err != nil {
+					return u, false, err
+				}
+			}
 			skipped = t.name
 			continue
 		}
@@ -115,6 +137,26 @@ func (g *Gateway) forward(ctx context.Context, cl *Call, w http.ResponseWriter) 
 	g.log.Warn("no upstream took the request", "request_id", cl.id, "model", cl.model, "reason", refused.Code)
 	out := refused
 	return u, false, &out
+}
+
+// reserveAgain keeps cl's reservation for its attempt at p, abandoned
+// after its request may have reached the upstream, and reserves the
+// request again for the next attempt. A refusal says the first attempt is
+// charged.
+func (g *Gateway) reserveAgain(ctx context.Context, cl *Call, p *plan, a *attempt) error {
+	ab := abandonedAttempt{plan: p, cause: cmp.Or(a.x.why(), causeConnection), held: cl.held(), estimate: cl.estimate}
+	cl.earlier = append(cl.earlier, ab)
+	res, err := g.reserve(ctx, cl)
+	if err != nil {
+		cl.reservation, cl.retryRefused = nil, true
+		var r *Refused
+		if errors.As(err, &r) {
+			r.After = p.dep.target.name
+		}
+		return err
+	}
+	g.admitted(ctx, cl, res)
+	return nil
 }
 
 // inOrder is cl's plans in the order of its route's strategy.

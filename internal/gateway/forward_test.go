@@ -168,42 +168,71 @@ func TestAnUpstreamsRetryAfterBacksItOff(t *testing.T) {
 	}
 }
 
-// No answer, a timeout and a client that left: each is its own error,
-// and none is charged.
-func TestUnansweredRequestsAreReleased(t *testing.T) {
+// An attempt that never reached the upstream costs nothing; one that may
+// have — its connection timed out waiting for the answer — is charged its
+// reservation, the ledger saying it was abandoned and why. (Forwarded
+// means charged: the upstream bills what it was sent.)
+func TestUnansweredRequests(t *testing.T) {
 	for _, tc := range []struct {
-		desc    string
-		answer  func(r *http.Request, _ []byte) (*http.Response, error)
-		cancel  bool
-		want    error
-		outcome string
+		desc      string
+		err       error
+		want      error
+		charged   bool
+		abandoned string
 	}{
-		{desc: "connection refused", answer: func(*http.Request, []byte) (*http.Response, error) { return nil, errRefusedConn },
-			want: gateway.ErrUpstream, outcome: "upstream_error"},
-		{desc: "past the upstream's timeout", answer: func(*http.Request, []byte) (*http.Response, error) { return nil, errTimeout },
-			want: gateway.ErrUpstreamTimeout, outcome: "upstream_error"},
-		{desc: "the client left", answer: blocked, cancel: true, want: gateway.ErrClientCanceled, outcome: "client_closed"},
+		{"connection refused", errRefusedConn, gateway.ErrUpstream, false, ""},
+		{"no answer in time, the request sent", errTimeout, gateway.ErrUpstreamTimeout, true, "connection"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := newFixture(t, setup{teamLimits: teamBudget})
-			f.up.set(tc.answer)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.cancel {
-				f.up.arrived = make(chan string, 1)
-				go func() { <-f.up.arrived; cancel() }()
+			f.up.set(func(*http.Request, []byte) (*http.Response, error) { return nil, tc.err })
+			o := f.chat(fullKey, hello)
+			if !errors.Is(o.err, tc.want) || o.call.Outcome() != "upstream_error" {
+				t.Fatalf("error %v, outcome %q; want %v", o.err, o.call.Outcome(), tc.want)
 			}
-			o := f.do(ctx, bound.Chat, f.request(fullKey, "/v1/chat/completions", hello))
-			if !errors.Is(o.err, tc.want) || o.call.Outcome() != tc.outcome {
-				t.Fatalf("error %v, outcome %q; want %v, %q", o.err, o.call.Outcome(), tc.want, tc.outcome)
-			}
-			if spent, pending := f.spent(); spent != 0 || pending != 0 || f.store.Open() != 0 {
-				t.Fatalf("charged %d, pending %d, %d open", spent, pending, f.store.Open())
-			}
-			if e := f.ledger(); len(e) != 1 || e[0].Served || e[0].Cost != 0 {
+			e := f.ledger()
+			if len(e) != 1 || e[0].Served {
 				t.Fatalf("ledger %+v", e)
 			}
+			spent, pending := f.spent()
+			if pending != 0 || f.store.Open() != 0 {
+				t.Fatalf("pending %d, %d open", pending, f.store.Open())
+			}
+			if !tc.charged {
+				if spent != 0 || e[0].Cost != 0 || e[0].Settlement != "" {
+					t.Fatalf("never sent, yet charged %d: %+v", spent, e[0])
+				}
+				return
+			}
+			if spent == 0 || spent != int64(e[0].Reserved) || e[0].Cost != e[0].Reserved ||
+				e[0].Settlement != "reservation" || e[0].Abandoned != tc.abandoned || !e[0].Usage.Estimated {
+				t.Fatalf("sent and unanswered: spent %d, entry %+v; want the reservation, abandoned for %q", spent, e[0], tc.abandoned)
+			}
 		})
+	}
+}
+
+// A client that leaves while the upstream works does not end the
+// exchange: the upstream bills the answer, so the gateway reads it to its
+// usage and charges that, the ledger saying it was drained.
+func TestAClientLeavingDoesNotEndTheExchange(t *testing.T) {
+	f := newFixture(t, setup{teamLimits: teamBudget})
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	left := make(chan struct{})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		leave()
+		close(left)
+		return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+	})
+	o := f.do(ctx, bound.Chat, f.request(fullKey, "/v1/chat/completions", hello))
+	<-left
+	if o.err != nil || o.call.Outcome() != "client_closed" {
+		t.Fatalf("error %v, outcome %q", o.err, o.call.Outcome())
+	}
+	e := f.ledger()
+	if spent, pending := f.spent(); spent != 20 || pending != 0 || len(e) != 1 || e[0].Cost != 20 || e[0].Settlement != "drained" || e[0].Abandoned != "" {
+		t.Fatalf("spent %d pending %d, ledger %+v; want the answer's 10 in + 5 out, drained", spent, pending, e)
 	}
 }
 

@@ -211,6 +211,11 @@ func (g *Gateway) OnSettle(f func(budget.Entry)) { g.ledger.Store(&f) }
 // is closed.
 func (g *Gateway) Drain() { g.settling.drain() }
 
+// EndExchanges ends every upstream exchange in flight — at shutdown, past
+// the drain budget —: each is charged its reservation, unless its usage
+// was read already. It returns how many it ended.
+func (g *Gateway) EndExchanges() int { return g.watch.endAll(causeShutdown) }
+
 // Settling is how many settlements are under way after their responses
 // (Options.SettleAfterResponse): an alert or a ledger entry that a
 // settlement makes is made by the time it is 0.

@@ -84,7 +84,7 @@ func (g *Gateway) finishPaid(ctx context.Context, cl *Call) {
 	}
 	e := cl.entry()
 	e.Usage.Estimated, e.Cost, e.Served, e.Degraded = estimated && cl.ok, actual.Cost, cl.ok, cl.degraded
-	outcome := g.settle(ctx, cl, e, actual)
+	outcome := g.settle(ctx, cl, cl.held(), e, actual)
 	g.log.Info("request", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
 		"route", p.cfg.Prefix, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
 		"served", cl.ok, "units", cl.units, "units_reported", cl.reported,

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -53,8 +55,12 @@ type attempt struct {
 	t    *target
 	resp *http.Response
 	x    *exchange // the exchange's context
-	err  error     // ErrUpstream, ErrUpstreamTimeout or ErrClientCanceled, with no response
-	sent time.Time
+	err  error     // ErrUpstream or ErrUpstreamTimeout, with no response
+	// forwarded says that, with no response, the request may have reached
+	// the upstream all the same — it was not refused before a byte left
+	// (unsent) —, which then bills it whether or not it answers.
+	forwarded bool
+	sent      time.Time
 }
 
 // send sends p's request to its deployment and reads the answer's
@@ -105,10 +111,9 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
 		t.series.Latency.Observe(g.now().Sub(a.sent).Seconds())
+		a.forwarded = !unsent(err)
 		var ne net.Error
 		switch {
-		case rctx.Err() != nil:
-			a.err = ErrClientCanceled
 		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 			a.err = ErrUpstreamTimeout
 		default:
@@ -121,6 +126,17 @@ func (g *Gateway) send(rctx context.Context, cl *Call, p *plan) *attempt {
 	t.series.TTFB.Observe(g.now().Sub(a.sent).Seconds())
 	a.resp = resp
 	return a
+}
+
+// unsent says that a round trip's error came before any byte of the
+// request left: no connection (a dial or name lookup that failed, a
+// certificate refused). Any other error may have come after the upstream
+// had the request.
+func unsent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) || errors.As(err, &cert)
 }
 
 // retryable reports whether another deployment may serve the request in
@@ -230,14 +246,23 @@ func (f *failure) relay(w http.ResponseWriter) error {
 // relay writes a's answer to the client as it arrives and reads its usage.
 // failure is what the deployment's breaker is told: nil for an answer
 // (4xx included), breaker.ErrFailed for connection errors, timeouts, 5xx,
-// 429 and a stream that stalls, context.Canceled when the client left.
+// 429 and a stream that stalls.
+//
+// Forwarded means charged: an attempt with no answer that may have
+// reached the upstream is charged its reservation; an answer is read to
+// its usage though the client left (drained), and one whose usage cannot
+// be learned is charged its reservation.
 func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w http.ResponseWriter) (u budget.Usage, served bool, fail, err error) {
 	t := p.dep.target
 	defer a.x.release()
-	defer func() { t.series.Latency.Observe(g.now().Sub(a.sent).Seconds()) }()
+	defer func() {
+		t.series.Latency.Observe(g.now().Sub(a.sent).Seconds())
+		cl.drained = served && rctx.Err() != nil
+	}()
 	if a.resp == nil {
-		if errors.Is(a.err, ErrClientCanceled) {
-			return u, false, context.Canceled, a.err
+		if a.forwarded {
+			cl.abandon(a)
+			return cl.reservedUsage(p), false, breaker.ErrFailed, a.err
 		}
 		return u, false, breaker.ErrFailed, a.err
 	}
@@ -261,15 +286,29 @@ func (g *Gateway) relay(rctx context.Context, cl *Call, p *plan, a *attempt, w h
 		return u, false, failedWith(resp.StatusCode), a.fail(p).relay(w)
 	}
 	if cl.llm.Stream && isEventStream(resp.Header.Get("Content-Type")) {
-		u := g.stream(rctx, cl, p, w, a.x.stream(resp.Body, t.idle), a.x.cut)
-		if a.x.quieted() {
-			g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", t.name, "idle", t.idle)
-			return u, true, breaker.ErrFailed, nil
-		}
-		return u, true, nil, nil
+		u := g.stream(rctx, cl, p, w, a.x.stream(resp.Body, t.idle), a.x)
+		return u, true, streamFailure(a.x), nil
 	}
-	return g.copyJSON(cl, p, w, &hs, resp), true, nil, nil
+	return g.copyJSON(cl, p, w, &hs, resp, a.x), true, streamFailure(a.x), nil
 }
+
+// streamFailure is what a deployment's breaker is told of a stream that
+// ended: a failure when the upstream stalled past its idle timeout or ran
+// past the exchange's.
+func streamFailure(x *exchange) error {
+	if why := x.why(); why == causeIdle || why == causeTimeout {
+		return breaker.ErrFailed
+	}
+	return nil
+}
+
+// abandon notes that the gateway stopped listening to a's exchange before
+// its answer's end, and why: the attempt is then charged its reservation.
+func (cl *Call) abandon(a *attempt) { cl.abandoned = cmp.Or(a.x.why(), causeConnection) }
+
+// causeConnection: an attempt's connection failed after its request may
+// have reached the upstream.
+const causeConnection = "connection"
 
 // failedWith is what a deployment's breaker is told of an answer with
 // status: a failure for 429, 5xx, 401 and 403 (providers bill none of
@@ -309,15 +348,18 @@ func parseRetryAfter(h http.Header) time.Duration {
 
 func isEventStream(ct string) bool { return len(ct) >= 17 && ct[:17] == "text/event-stream" }
 
-// copyJSON relays a non-streaming answer and reads its usage.
-func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.Headers, resp *http.Response) budget.Usage {
-	body, err := httpx.ReadAll(resp.Body, resp.ContentLength, maxResponseBytes)
-	if err == nil && len(body) <= maxResponseBytes {
-		hs.Set("Content-Length", strconv.Itoa(len(body)))
+// copyJSON relays a non-streaming answer and reads its usage. The answer
+// is watched for quiet as a stream is: a body that stalls is cut at the
+// idle timeout.
+func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.Headers, resp *http.Response, x *exchange) budget.Usage {
+	body := x.stream(resp.Body, p.dep.target.idle)
+	answer, err := httpx.ReadAll(body, resp.ContentLength, maxResponseBytes)
+	if err == nil && len(answer) <= maxResponseBytes {
+		hs.Set("Content-Length", strconv.Itoa(len(answer)))
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
+		_, _ = w.Write(answer)
 		flush(w) // the client has its answer before the settlement runs
-		u, err := convert.AnswerUsage(upstream.Wire(p.req.Endpoint), body)
+		u, err := convert.AnswerUsage(upstream.Wire(p.req.Endpoint), answer)
 		if err == nil {
 			return g.charge(cl, p, u)
 		}
@@ -326,10 +368,12 @@ func (g *Gateway) copyJSON(cl *Call, p *plan, w http.ResponseWriter, hs *httpx.H
 	}
 	// Too large to buffer, or cut short: relay what there is, charge in full.
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	_, _ = w.Write(answer)
 	if err == nil {
-		_, _ = io.Copy(w, resp.Body)
+		_, _ = io.Copy(w, body)
 	}
+	cl.abandoned = x.why()
+	g.log.Warn("upstream's answer too large or cut short; charging the reservation", "request_id", cl.id, "cause", x.why(), "err", err)
 	return cl.reservedUsage(p)
 }
 
@@ -353,10 +397,13 @@ func (g *Gateway) charge(cl *Call, p *plan, u convert.Usage) budget.Usage {
 
 // stream relays an SSE answer event by event, flushing each at once. It
 // keeps the last usage reported; the usage-only chunk the gateway asked for
-// is dropped when the client did not ask for it. A stream that ends without
-// usage (cut short, client gone) is charged for its input estimate and the
-// output the gateway saw, counted with the model's tokenizer.
-func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, cancel func()) budget.Usage {
+// is dropped when the client did not ask for it. When the client leaves,
+// the rest of the stream is read, not relayed, to its usage: the upstream
+// goes on generating, and bills it. A stream that ends without usage (cut
+// by a timeout, broken, its usage left out) is charged its reservation:
+// what was relayed is not what was generated (a reasoning model's
+// thinking never is).
+func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, body io.Reader, x *exchange) budget.Usage {
 	startStream(w)
 	meter := upstream.NewMeter(p.req.Endpoint, maxText(p))
 	defer meter.Release() // after the return value is counted from its text
@@ -364,6 +411,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 	defer events.Release()
 	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}
 	lease := g.leaseKeeper(ctx, cl)
+	relaying := true // until a write fails: the client left
 	for {
 		raw, data, err := events.Next()
 		if len(raw) > 0 {
@@ -373,14 +421,15 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 			}
 			if count.over(meter) {
 				g.endOverrun(w, cl, p, upstream.OverrunEvent(p.req.Endpoint, overrunMessage(p)), count.counted)
-				cancel()
+				x.cut()
+				cl.abandoned = causeOverrun
 				return cl.reservedUsage(p)
 			}
-			if !usageOnly || p.prep.ClientWantsUsage {
+			if relaying && (!usageOnly || p.prep.ClientWantsUsage) {
 				if _, werr := w.Write(raw); werr != nil {
-					break // the client went away; the exchange ends as relay returns
-				}
-				if events.Buffered() == 0 {
+					relaying = false
+					g.log.Info("client left a stream; reading it to its usage", "request_id", cl.id)
+				} else if events.Buffered() == 0 {
 					flush(w)
 				}
 			}
@@ -397,8 +446,21 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 	if u := meter.Usage(); u.Reported() {
 		return g.charge(cl, p, u)
 	}
-	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: count.final(meter.Text(), meter.Truncated()), Estimated: true}
+	return g.unreported(cl, p, x)
 }
+
+// unreported is the usage of a stream that ended without reporting its
+// usage: its reservation, the stream abandoned for why its exchange ended
+// (if it did).
+func (g *Gateway) unreported(cl *Call, p *plan, x *exchange) budget.Usage {
+	cl.abandoned = x.why()
+	g.log.Warn("stream ended without its usage; charging the reservation", "request_id", cl.id, "upstream", p.dep.target.name,
+		"cause", cmp.Or(cl.abandoned, "unreported"))
+	return cl.reservedUsage(p)
+}
+
+// causeOverrun: a stream ran past the output bound and the gateway cut it.
+const causeOverrun = "overrun"
 
 // maxText is how much of a stream's output text the gateway keeps to
 // count: 16 bytes a token bounds any tokenizer's longest token.
@@ -435,15 +497,6 @@ func (o *outputCount) over(m outputText) bool {
 type outputText interface {
 	Text() string
 	Truncated() bool
-}
-
-// final is the output a stream that reported no usage is charged: what
-// was counted of it, never past the bound.
-func (o *outputCount) final(text string, truncated bool) int64 {
-	if truncated {
-		return o.bound
-	}
-	return min(o.bound, o.counter.Count(text))
 }
 
 // leaseKeeper renews a streaming request's reservation every third of its

@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/internal/gateway"
 	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
@@ -59,18 +61,19 @@ func TestFailoverBeforeTheFirstByte(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		fail func(r *http.Request) (*http.Response, error)
+		sent bool // the first attempt may have reached the upstream, unanswered
 	}{
 		{"a 500", func(r *http.Request) (*http.Response, error) {
 			return jsonAnswer(r, 500, `{"error":{"message":"boom"}}`), nil
-		}},
+		}, false},
 		{"a 429", func(r *http.Request) (*http.Response, error) {
 			return jsonAnswer(r, 429, `{"error":{"message":"slow down"}}`), nil
-		}},
+		}, false},
 		{"a 401: the gateway's key there is wrong", func(r *http.Request) (*http.Response, error) {
 			return jsonAnswer(r, 401, `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`), nil
-		}},
-		{"a refused connection", func(*http.Request) (*http.Response, error) { return nil, errRefusedConn }},
-		{"no answer in time", func(*http.Request) (*http.Response, error) { return nil, errTimeout }},
+		}, false},
+		{"a refused connection", func(*http.Request) (*http.Response, error) { return nil, errRefusedConn }, false},
+		{"no answer in time", func(*http.Request) (*http.Response, error) { return nil, errTimeout }, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := newFixture(t, setup{teamLimits: teamBudget, top: aliases})
@@ -87,13 +90,51 @@ func TestFailoverBeforeTheFirstByte(t *testing.T) {
 			if got := f.up.requests(); len(got) != 2 || got[0].host != "main.test" || got[1].host != "backup.test" {
 				t.Fatalf("upstream requests %+v", got)
 			}
-			if spent, pending := f.spent(); spent != 60 || pending != 0 {
-				t.Fatalf("spent %d pending %d: want once, at backup's price (60)", spent, pending)
+			e := f.ledger()
+			spent, pending := f.spent()
+			if !tc.sent {
+				if spent != 60 || pending != 0 || len(e) != 1 || e[0].Upstream != "backup" || e[0].ServedModel != "m2" || e[0].Cost != 60 {
+					t.Fatalf("spent %d pending %d, ledger %+v: want once, at backup's price (60)", spent, pending, e)
+				}
+				return
 			}
-			if e := f.ledger(); len(e) != 1 || e[0].Upstream != "backup" || e[0].ServedModel != "m2" || e[0].Cost != 60 {
+			// The first attempt may have been billed: it is charged its
+			// reservation, and the second was reserved anew.
+			if len(e) != 2 || e[0].Upstream != "main" || e[0].Settlement != "reservation" || e[0].Abandoned != "connection" || e[0].Cost != e[0].Reserved ||
+				e[1].Upstream != "backup" || e[1].Cost != 60 || e[1].Settlement != "reported" || e[0].ReservationID == e[1].ReservationID {
 				t.Fatalf("ledger %+v", e)
 			}
+			if spent != int64(e[0].Reserved)+60 || pending != 0 {
+				t.Fatalf("spent %d pending %d: want the first attempt's reservation (%v) and backup's 60", spent, pending, e[0].Reserved)
+			}
 		})
+	}
+}
+
+// A failover after an attempt that may have been billed reserves the next
+// attempt before sending it; when that does not fit, the client is
+// refused, told why, and the first attempt stays charged.
+func TestFailoverThatDoesNotFitIsRefused(t *testing.T) {
+	// The budget holds one reservation (the request's dearest estimate,
+	// 624 µ$), not two.
+	f := newFixture(t, setup{teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$0.001", period: month}`, top: aliases})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		if r.URL.Host == "main.test" {
+			return nil, errTimeout
+		}
+		return jsonAnswer(r, 200, chatJSON(10, 5)), nil
+	})
+	o := f.chat(fullKey, ask("chain"))
+	var refused *gateway.Refused
+	if !errors.As(o.err, &refused) || refused.After != "main" || o.call.Outcome() != "refused" {
+		t.Fatalf("error %v, outcome %q; want a refusal after main", o.err, o.call.Outcome())
+	}
+	if got := f.up.requests(); len(got) != 1 {
+		t.Fatalf("%d upstream requests; the second attempt must not be sent", len(got))
+	}
+	e := f.ledger()
+	if spent, pending := f.spent(); len(e) != 1 || e[0].Abandoned != "connection" || spent != int64(e[0].Reserved) || pending != 0 {
+		t.Fatalf("spent %d pending %d, ledger %+v: want the first attempt's reservation", spent, pending, e)
 	}
 }
 

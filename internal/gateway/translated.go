@@ -10,7 +10,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/upstream"
-	"github.com/tollgate-dev/tollgate/upstream/breaker"
 	"github.com/tollgate-dev/tollgate/upstream/convert"
 )
 
@@ -23,23 +22,18 @@ func (g *Gateway) relayTranslated(rctx context.Context, cl *Call, p *plan, a *at
 		return u, false, failedWith(resp.StatusCode), a.fail(p).relay(w)
 	}
 	if cl.llm.Stream && upstream.IsStream(tr.Upstream, resp.Header.Get("Content-Type")) {
-		{
-			body := a.x.stream(resp.Body, p.dep.target.idle)
-			u := g.streamTranslated(rctx, cl, p, w, upstream.NewEventSource(tr.Upstream, body), a.x.cut)
-			if a.x.quieted() {
-				g.log.Warn("upstream stream stalled past its idle timeout", "request_id", cl.id, "upstream", p.dep.target.name)
-				return u, true, breaker.ErrFailed, nil
-			}
-			return u, true, nil, nil
-		}
+		body := a.x.stream(resp.Body, p.dep.target.idle)
+		u := g.streamTranslated(rctx, cl, p, w, upstream.NewEventSource(tr.Upstream, body), a.x)
+		return u, true, streamFailure(a.x), nil
 	}
-	return g.copyTranslated(cl, p, w, resp), true, nil, nil
+	return g.copyTranslated(cl, p, w, resp, a.x), true, streamFailure(a.x), nil
 }
 
-// copyTranslated relays a whole answer, written in the client's wire.
-func (g *Gateway) copyTranslated(cl *Call, p *plan, w http.ResponseWriter, resp *http.Response) budget.Usage {
+// copyTranslated relays a whole answer, written in the client's wire (and
+// watched for quiet, as copyJSON's).
+func (g *Gateway) copyTranslated(cl *Call, p *plan, w http.ResponseWriter, resp *http.Response, x *exchange) budget.Usage {
 	tr := p.prep.Translation
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	body, err := io.ReadAll(io.LimitReader(x.stream(resp.Body, p.dep.target.idle), maxResponseBytes+1))
 	var rep *convert.Reply
 	if err == nil && len(body) <= maxResponseBytes {
 		rep, err = convert.ReadReply(tr.Upstream, body, tr.FormatTool)
@@ -52,6 +46,7 @@ func (g *Gateway) copyTranslated(cl *Call, p *plan, w http.ResponseWriter, resp 
 		// The upstream answered (and bills): the client is told the answer
 		// could not be read, and the request is charged its reservation.
 		g.log.Error("reading a translated answer; charging the reservation", "request_id", cl.id, "upstream", p.dep.target.name, "err", err)
+		cl.abandoned = x.why()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadGateway)
 		_, _ = w.Write(convert.WriteError(tr.Client, http.StatusBadGateway, "The upstream's answer could not be translated."))
@@ -71,8 +66,9 @@ func (g *Gateway) copyTranslated(cl *Call, p *plan, w http.ResponseWriter, resp 
 
 // streamTranslated relays a stream in the client's wire: each upstream
 // event is read into canonical events, each written out as the client's.
-// The output is counted as it passes, as for a stream relayed as it is.
-func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, src upstream.EventSource, cancel func()) budget.Usage {
+// The output is counted as it passes, and the stream settled, as for a
+// stream relayed as it is (stream).
+func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w http.ResponseWriter, src upstream.EventSource, x *exchange) budget.Usage {
 	tr := p.prep.Translation
 	startStream(w)
 	dec := convert.NewDecoder(tr.Upstream, tr.FormatTool)
@@ -82,6 +78,7 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 	lease := g.leaseKeeper(ctx, cl)
 	var usage convert.Usage
 	stopped := false
+	relaying := true // until a write fails: the client left
 	for {
 		name, data, err := src.Next()
 		if len(data) > 0 {
@@ -102,16 +99,18 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 				}
 				if count.over(&text) {
 					g.endOverrun(w, cl, p, upstream.OverrunEvent(p.req.Endpoint, overrunMessage(p)), count.counted)
-					cancel()
+					x.cut()
+					cl.abandoned = causeOverrun
 					return cl.reservedUsage(p)
 				}
-				if out := enc.Encode(ev); len(out) > 0 {
+				if out := enc.Encode(ev); len(out) > 0 && relaying {
 					if _, werr := w.Write(out); werr != nil {
-						return g.streamUsage(cl, p, usage, false, &count, &text) // the client went away
+						relaying = false
+						g.log.Info("client left a stream; reading it to its usage", "request_id", cl.id)
 					}
 				}
 			}
-			if src.Buffered() == 0 {
+			if relaying && src.Buffered() == 0 {
 				flush(w)
 			}
 		}
@@ -126,17 +125,12 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 		}
 		lease.keep(src.Buffered() == 0)
 	}
-	return g.streamUsage(cl, p, usage, stopped, &count, &text)
-}
-
-// streamUsage is a translated stream's usage: what the upstream reported
-// when the stream came to its end, else the input estimate and the
-// output counted (a cut stream's report is not yet its whole output).
-func (g *Gateway) streamUsage(cl *Call, p *plan, u convert.Usage, complete bool, count *outputCount, text *keptText) budget.Usage {
-	if u.Reported() && complete {
-		return g.charge(cl, p, u)
+	// A cut stream's report is not yet its whole output: the usage counts
+	// once the stream came to its end.
+	if usage.Reported() && stopped {
+		return g.charge(cl, p, usage)
 	}
-	return budget.Usage{InputTokens: p.prep.InputTokens, OutputTokens: count.final(text.String(), text.truncated), Estimated: true}
+	return g.unreported(cl, p, x)
 }
 
 // keptText keeps a stream's output text up to max bytes.

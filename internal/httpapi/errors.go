@@ -162,6 +162,10 @@ func mapError(err error) refusal {
 	case errors.As(err, &gwRefused):
 		r := mapRefused(gwRefused.RefusedError, refusalFacts{estimate: gwRefused.Estimate, fit: gwRefused.Fit, capField: gwRefused.CapField})
 		r.limits = gwRefused.Limits
+		if gwRefused.After != "" {
+			r.body.Message = fmt.Sprintf("The upstream %q did not answer after the request reached it; that attempt may be billed, and stays charged its reservation. Another deployment was not tried: %s",
+				gwRefused.After, r.body.Message)
+		}
 		return r
 	case errors.As(err, &refused):
 		return mapRefused(refused, refusalFacts{fit: -1})

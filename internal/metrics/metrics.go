@@ -33,6 +33,7 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	Fallbacks          *prometheus.CounterVec
 	StreamsCut         *prometheus.CounterVec
+	AttemptsAbandoned  *prometheus.CounterVec
 	Bypasses           *prometheus.CounterVec
 	Alerts             *prometheus.CounterVec
 
@@ -136,6 +137,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tollgate_streams_cut_total",
 		Help: "Streams the gateway ended because the upstream passed the reserved output bound (it ignored max_tokens), by model.",
 	}, []string{"model"})
+	m.AttemptsAbandoned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_upstream_attempts_abandoned_total",
+		Help: "Upstream attempts the gateway stopped reading before their answer's end, after the request may have reached the upstream (which bills it): each is charged its reservation. By upstream and cause: first_byte_timeout, timeout, idle_timeout, connection, overrun, shutdown.",
+	}, []string{"upstream", "cause"})
 	m.Bypasses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_bypasses_total",
 		Help: "Requests that skipped their limits, by who (a signing service's id, or unlimited-key) and team.",
@@ -145,7 +150,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Budget threshold alerts this instance sent (each fires once per period across all instances), by scope, team, budget and threshold percent.",
 	}, []string{"scope", "team", "budget", "threshold"})
 	m.initSeries()
-	reg.MustRegister(m.StreamsCut, m.Bypasses, m.Alerts)
+	reg.MustRegister(m.StreamsCut, m.AttemptsAbandoned, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.RateUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.InputRatio, m.UsageEstimated, m.ShadowRefusals)

@@ -35,10 +35,13 @@ type request struct {
 		IncludeUsage       bool  `json:"include_usage"`
 		IncludeObfuscation *bool `json:"include_obfuscation"`
 	} `json:"stream_options"`
-	Dimensions     int             `json:"dimensions"`
-	EncodingFormat string          `json:"encoding_format"`
-	ToolChoice     json.RawMessage `json:"tool_choice"`
-	ResponseFormat struct {
+	// ReasoningEffort makes a chat model think first: hidden reasoning
+	// tokens, billed and reported as output, never sent.
+	ReasoningEffort string          `json:"reasoning_effort"`
+	Dimensions      int             `json:"dimensions"`
+	EncodingFormat  string          `json:"encoding_format"`
+	ToolChoice      json.RawMessage `json:"tool_choice"`
+	ResponseFormat  struct {
 		Type       string `json:"type"`
 		JSONSchema struct {
 			Schema json.RawMessage `json:"schema"`
@@ -211,10 +214,26 @@ func promptTokens(c *tokenizer.Counter, raw json.RawMessage) int64 {
 }
 
 type usage struct {
-	PromptTokens     int64         `json:"prompt_tokens"`
-	CompletionTokens int64         `json:"completion_tokens"`
-	TotalTokens      int64         `json:"total_tokens"`
-	Details          *inputDetails `json:"prompt_tokens_details,omitempty"`
+	PromptTokens      int64          `json:"prompt_tokens"`
+	CompletionTokens  int64          `json:"completion_tokens"`
+	TotalTokens       int64          `json:"total_tokens"`
+	Details           *inputDetails  `json:"prompt_tokens_details,omitempty"`
+	CompletionDetails *outputDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// outputDetails is the reasoning part of the output, as OpenAI reports it.
+type outputDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// reasoningTokens is what a reasoning model thinks before it answers,
+// within the output cap it shares with the answer (0: none): 64 tokens,
+// or half a smaller cap.
+func reasoningTokens(limit int64) int64 {
+	if limit > 0 && limit < 128 {
+		return limit / 2
+	}
+	return 64
 }
 
 // reportedUsage is u as the server reports it: without completion_tokens
@@ -279,10 +298,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 // choices, streamed or not.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, seed uint64, prompt, limit int64, chat bool) {
 	g := generation{req: req, seed: seed, chat: chat, created: time.Now().Unix(), choices: make([]choice, req.N)}
-	var completion int64
+	var completion, thought int64
 	a := req.ask()
+	think := int64(0)
+	if chat && req.ReasoningEffort != "" {
+		think = reasoningTokens(limit)
+		if limit > 0 {
+			limit -= think
+		}
+	}
 	for i := range max(req.N, req.BestOf) {
 		c := choice{}
+		thought += think // each choice thinks first, unseen
 		if chat {
 			ans := s.answer(s.counter(req.Model), seed+uint64(i), limit, a)
 			c = choice{text: ans.text, finish: ans.finish, tokens: ans.tokens, call: ans.call}
@@ -299,7 +326,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, req *request, 
 		completion += c.tokens // best_of bills every candidate generated
 	}
 	completion += req.surcharge.rejected // the prediction's rejected tokens bill as output
-	g.usage = usage{prompt, completion, prompt + completion, nil}
+	completion += thought
+	g.usage = usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	if thought > 0 {
+		g.usage.CompletionDetails = &outputDetails{ReasoningTokens: thought}
+	}
 	if req.audio > 0 {
 		g.usage.Details = &inputDetails{AudioTokens: req.audio}
 	}
@@ -461,7 +492,11 @@ func (f *fields) MarshalJSON() ([]byte, error) {
 func (s *Server) streamCompletion(w http.ResponseWriter, r *http.Request, g *generation) {
 	sendEvent := s.eventWriter(w, r)
 	send := func(v any) bool { return sendEvent("", v) }
-	half := g.usage.CompletionTokens / 2
+	var half int64 // half the visible output: a faulty stream breaks there
+	for _, c := range g.choices {
+		half += c.tokens
+	}
+	half /= 2
 	var sent int64
 	for i, c := range g.choices {
 		if g.chat && !send(g.chunk(i, "", nil, true)) {

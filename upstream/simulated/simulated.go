@@ -6,10 +6,12 @@
 package simulated
 
 import (
+	"bytes"
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -157,9 +159,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.opts.Before(r)
 	}
 	if s.opts.Latency > 0 {
+		// A provider has the whole request before it answers, and works
+		// on it whether or not anyone waits: a client that leaves before
+		// the first byte is billed all the same (the answer goes nowhere).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		select {
 		case <-time.After(s.opts.Latency):
 		case <-r.Context().Done():
+			s.mux.ServeHTTP(discard{}, r)
 			return
 		}
 	}
@@ -168,6 +179,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// discard is an answer no one reads.
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+func (discard) Flush()                      {}
 
 // meta sets the headers a provider puts on every answer it serves,
 // whatever the answer holds, as its API reference lists them: OpenAI's

@@ -20,8 +20,11 @@ type Entry struct {
 	ServedModel string `json:"served_model,omitempty"`
 	Upstream    string `json:"upstream,omitempty"`
 	Usage       Usage  `json:"usage"` // Usage.Estimated: the gateway counted it
-	Cost        Money  `json:"usd_micros"`
-	Reserved    Money  `json:"reserved_usd_micros"`
+	// Units are a paid route's units charged: what the API reported
+	// (rounded up), or the most the request allowed.
+	Units    int64 `json:"units,omitempty"`
+	Cost     Money `json:"usd_micros"`
+	Reserved Money `json:"reserved_usd_micros"`
 	// ReservedTokens is the token bound reserved: what a budget counted in
 	// tokens was charged if the lease expired unsettled.
 	ReservedTokens int64  `json:"reserved_tokens,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // Config is the whole file.
@@ -235,10 +236,21 @@ type PaidRoute struct {
 	PerRequest Money         `yaml:"per_request"`
 	PerUnit    Money         `yaml:"per_unit"`
 	// UnitsHeader or UnitsJSON (a gjson path into a JSON body) say how many
-	// units a call used; MaxUnits bounds the reservation.
+	// units a call used, rounded up to whole units.
 	UnitsHeader string `yaml:"units_header"`
 	UnitsJSON   string `yaml:"units_json"`
-	MaxUnits    int64  `yaml:"max_units"`
+	// UnitsLimit says where each request states the most units it may be
+	// billed (a query parameter, a header, a JSON member, or the body's
+	// length): a call is reserved for that many and refused with 400 when
+	// it is missing or past MaxUnits. A route priced per unit needs one:
+	// units no request bounds cannot be reserved.
+	UnitsLimit bound.Units `yaml:"units_limit"`
+	MaxUnits   int64       `yaml:"max_units"`
+	// UnbilledStatuses are the answer statuses the API does not bill
+	// (e.g. 401, 429, 500): charged nothing. Every other answer — 3xx and
+	// errors included — is charged by the rule; a call forwarded that gets
+	// no answer is charged its reservation.
+	UnbilledStatuses []int `yaml:"unbilled_statuses"`
 }
 
 // Redis is the shared store of many gateway instances.

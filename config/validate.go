@@ -483,6 +483,17 @@ func (c *Config) validatePaidRoutes(v *validator) {
 		if r.PerUnit.Value > 0 && ((r.UnitsHeader == "") == (r.UnitsJSON == "") || r.MaxUnits == 0) {
 			v.addf(p, "per_unit needs exactly one of units_header and units_json, and max_units")
 		}
+		switch n := r.UnitsLimit.Sources(); {
+		case r.PerUnit.Value > 0 && n != 1:
+			v.addf(p+".units_limit", "a route priced per_unit needs exactly one place each request states the most units it may use, checked against max_units before it is forwarded: query, header, json or body_bytes (e.g. units_limit: {query: limit}); units no request bounds cannot be reserved")
+		case r.PerUnit.Value == 0 && n != 0:
+			v.addf(p+".units_limit", "only a route priced per_unit bounds units")
+		}
+		for j, s := range r.UnbilledStatuses {
+			if s < 100 || s > 599 || s >= 200 && s < 300 {
+				v.addf(fmt.Sprintf("%s.unbilled_statuses.%d", p, j), "want a non-2xx HTTP status, got %d", s)
+			}
+		}
 	}
 }
 

@@ -45,9 +45,10 @@ upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
 paid_routes:
   - {name: geo, prefix: /paid/geo, base_url: "` + api + `", api_key: paid-secret, auth_header: X-Api-Key,
-     per_request: "$0.001", per_unit: "$0.0005", units_header: X-Units-Used, max_units: 10}
+     per_request: "$0.001", per_unit: "$0.0005", units_header: X-Units-Used, units_limit: {query: limit}, max_units: 10,
+     unbilled_statuses: [500]}
   - {name: tr, prefix: /paid/tr, base_url: "` + api + `", api_key: paid-secret,
-     per_unit: "$0.0001", units_json: usage.units, max_units: 100}
+     per_unit: "$0.0001", units_json: usage.units, units_limit: {body_bytes: true}, max_units: 100}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}, {id: ops, hash: "` + policy.HashKey(unlimitedKey) + `", unlimited: true}]}]}]
 `
@@ -68,10 +69,10 @@ func callAs(t *testing.T, key, method, url, body string) (int, string) {
 func TestPaidRoutesPricedByRule(t *testing.T) {
 	api := paidAPI(t)
 	url, a := paidGateway(t, api.URL, "$1")
-	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=paris", ""); status != 200 || !strings.Contains(body, `"q":"paris"`) {
+	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=paris&limit=3", ""); status != 200 || !strings.Contains(body, `"q":"paris"`) {
 		t.Fatalf("geocode: %d %s", status, body)
 	}
-	// $0.001 per request + 3 units × $0.0005 = 2500 µ$
+	// $0.001 per request + 3 units × $0.0005 = 2500 µ$ (4000 reserved)
 	if spent, pending := spentNow(t, a); spent != 2500 || pending != 0 {
 		t.Fatalf("after geocode spent %d pending %d, want 2500", spent, pending)
 	}
@@ -82,13 +83,13 @@ func TestPaidRoutesPricedByRule(t *testing.T) {
 	if spent, _ := spentNow(t, a); spent != 3000 {
 		t.Fatalf("after translate spent %d, want 3000", spent)
 	}
-	if status, _ := call(t, http.MethodGet, url+"/paid/geo/broken", ""); status != 500 {
+	if status, _ := call(t, http.MethodGet, url+"/paid/geo/broken?limit=1", ""); status != 500 {
 		t.Fatalf("broken: %d", status)
 	}
 	if spent, _ := spentNow(t, a); spent != 3000 {
-		t.Fatalf("a failed call was charged: spent %d", spent)
+		t.Fatalf("a status the route lists unbilled was charged: spent %d", spent)
 	}
-	req, _ := http.NewRequest(http.MethodGet, url+"/paid/geo/geocode", nil)
+	req, _ := http.NewRequest(http.MethodGet, url+"/paid/geo/geocode?limit=1", nil)
 	resp, err := http.DefaultClient.Do(req) // no key
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +100,10 @@ func TestPaidRoutesPricedByRule(t *testing.T) {
 	}
 }
 
-func TestPaidRouteReservesTheRuleMaximum(t *testing.T) {
+func TestPaidRouteReservesWhatTheRequestAllows(t *testing.T) {
 	api := paidAPI(t)
-	url, a := paidGateway(t, api.URL, "$0.0055") // below one geocode's maximum (6000 µ$)
-	status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x", "")
+	url, a := paidGateway(t, api.URL, "$0.0055") // below a 10-unit geocode's maximum (6000 µ$)
+	status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x&limit=10", "")
 	if status != 429 || !strings.Contains(body, "insufficient_quota") {
 		t.Fatalf("a call whose maximum passes the ceiling: %d %s", status, body)
 	}
@@ -117,10 +118,10 @@ func TestPaidRouteReservesTheRuleMaximum(t *testing.T) {
 func TestPaidRoutesShareTheLLMRoutesAdmission(t *testing.T) {
 	api := paidAPI(t)
 	url, a := paidGateway(t, api.URL, "$0.0055") // below one geocode's maximum (6000 µ$)
-	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x", ""); status != 429 {
+	if status, body := call(t, http.MethodGet, url+"/paid/geo/geocode?q=x&limit=10", ""); status != 429 {
 		t.Fatalf("an ordinary key past the ceiling: %d %s", status, body)
 	}
-	if status, body := callAs(t, unlimitedKey, http.MethodGet, url+"/paid/geo/geocode?q=x", ""); status != 200 {
+	if status, body := callAs(t, unlimitedKey, http.MethodGet, url+"/paid/geo/geocode?q=x&limit=10", ""); status != 200 {
 		t.Fatalf("an unlimited key on a paid route: %d %s", status, body)
 	}
 	// As on an LLM route, a limit the bypass passed is left as if it had

@@ -31,8 +31,13 @@ type alerter struct {
 	wg    sync.WaitGroup
 }
 
-// Alert is the webhook body: Slack's "text", plus the figures.
+// Alert is the webhook body: Slack's "text", plus the figures. Kind is
+// "threshold" (a budget reached a share of its ceiling) or "overrun" (a
+// request was charged past its reservation; Used is its charge, Limit its
+// reservation, RequestID names it).
 type Alert struct {
+	Kind      string `json:"kind"`
+	RequestID string `json:"request_id,omitempty"`
 	Text      string `json:"text"`
 	Scope     string `json:"scope"`
 	Org       string `json:"org"`
@@ -136,7 +141,7 @@ func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budge
 		if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
 			a.g.log.Warn("counting a fired alert for the finance page", "err", err) // the alert still goes out
 		}
-		alert := Alert{Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
+		alert := Alert{Kind: "threshold", Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
 			Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String(), Basis: basis, Key: key}
 		owner := alert.Org + "/" + alert.Team
 		if key != "" {

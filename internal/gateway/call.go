@@ -109,6 +109,11 @@ type Call struct {
 	ok       bool
 	units    int64
 	reported bool
+	// On a paid route: the most units the request allows (what it is
+	// reserved for), the URL it goes to, the answer's status.
+	unitsBound int64
+	paidTarget string
+	status     int
 
 	// Room for what most requests make one of — a plan (one deployment),
 	// an attempt, the settlement's context —, allocated with the Call

@@ -139,6 +139,9 @@ func (g *Gateway) settle(ctx context.Context, cl *Call, h held, e *budget.Entry,
 	if outcome == budget.Settled || outcome == budget.Corrected {
 		g.alerts.settled(ctx, cl, actual)
 	}
+	if h.r != nil {
+		g.overrun(ctx, cl, e, actual)
+	}
 	if cl.degraded != "" && e.Served {
 		// Spend made while the store was away is charged to it when it
 		// answers again (the store spools it until then), with its ledger

@@ -47,7 +47,7 @@ TOP
 bypass: {secrets: [{id: batch, secret: "` + secret + `"}]}
 paid_routes:
   - {name: search, prefix: /paid/search, base_url: "http://paid.test/api", api_key: paid-secret, auth_header: X-Api-Key,
-     per_request: "$0.001", per_unit: "$0.0001", units_header: X-Units, max_units: 100}
+     per_request: "$0.001", per_unit: "$0.0001", units_header: X-Units, units_limit: {query: limit}, max_units: 100}
 upstreams:
   - name: main
     base_url: http://main.test/v1
@@ -208,15 +208,15 @@ type fakeUpstream struct {
 }
 
 type received struct {
-	host, path string
-	header     http.Header
-	body       string
+	host, path, query string
+	header            http.Header
+	body              string
 }
 
 func (u *fakeUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
-	u.got = append(u.got, received{host: r.URL.Host, path: r.URL.Path, header: r.Header.Clone(), body: string(body)})
+	u.got = append(u.got, received{host: r.URL.Host, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: string(body)})
 	ch := u.arrived
 	u.mu.Unlock()
 	if ch != nil {

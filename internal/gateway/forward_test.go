@@ -270,8 +270,9 @@ func TestAQueueThatDoesNotAdmitInTimeRefuses(t *testing.T) {
 	}
 }
 
-// A paid route reserves its maximum, forwards the call as it is with the
-// route's key, and is charged the units the answer reports.
+// A paid route reserves the units the request allows, forwards the call
+// as it is with the route's key, and is charged the units the answer
+// reports.
 func TestPaidRouteIsChargedItsUnits(t *testing.T) {
 	f := newFixture(t, setup{teamLimits: teamBudget})
 	f.up.set(func(r *http.Request, body []byte) (*http.Response, error) {
@@ -280,20 +281,20 @@ func TestPaidRouteIsChargedItsUnits(t *testing.T) {
 		return resp, nil
 	})
 	req := f.request(fullKey, "/paid/search", `{"q":"tollgate"}`)
-	req.Target = "/paid/search/v2/find?lang=en"
+	req.Target = "/paid/search/v2/find?lang=en&limit=20"
 	cl, err := f.gw.AdmitPaid(context.Background(), "search", req)
 	o := f.serve(context.Background(), cl, err)
 	if o.err != nil || o.resp.Body.String() != `{"hits":[]}` {
 		t.Fatalf("%v %q", o.err, o.resp.Body)
 	}
 	got := f.up.requests()[0]
-	if got.host != "paid.test" || got.path != "/api/v2/find" || got.header.Get("X-Api-Key") != "paid-secret" || got.body != `{"q":"tollgate"}` {
+	if got.host != "paid.test" || got.path != "/api/v2/find" || got.query != "lang=en&limit=20" || got.header.Get("X-Api-Key") != "paid-secret" || got.body != `{"q":"tollgate"}` {
 		t.Fatalf("upstream got %+v", got)
 	}
 	if spent, _ := f.spent(); spent != 1000+7*100 {
 		t.Fatalf("spent %d, want $0.001 + 7 × $0.0001", spent)
 	}
-	if e := f.ledger(); len(e) != 1 || e[0].Reserved != 1000+100*100 || e[0].Model != "search" {
+	if e := f.ledger(); len(e) != 1 || e[0].Reserved != 1000+20*100 || e[0].Model != "search" || e[0].Units != 7 || e[0].Settlement != "reported" {
 		t.Fatalf("ledger %+v", e)
 	}
 }
@@ -322,10 +323,15 @@ func TestAnUpstreamsRedirectIsNotFollowed(t *testing.T) {
 	}
 	// A paid route's too.
 	req := f.request(fullKey, "/paid/search", `{"q":"tollgate"}`)
-	req.Target = "/paid/search/v2/find"
+	req.Target = "/paid/search/v2/find?limit=5"
 	cl, err := f.gw.AdmitPaid(context.Background(), "search", req)
 	if o := f.serve(context.Background(), cl, err); o.err != nil || o.resp.Code != http.StatusTemporaryRedirect {
 		t.Fatalf("paid route: got %v, %d; want the 307 relayed", o.err, o.resp.Code)
+	}
+	// The paid API answered: the 307 is billed like any answer, at the
+	// units the request allowed (it reported none).
+	if e := f.ledger(); len(e) != 2 || e[1].Cost != 1000+5*100 || e[1].Settlement != "reservation" {
+		t.Fatalf("the paid redirect's ledger entry: %+v", e)
 	}
 	if n := len(f.up.requests()); n != 2 {
 		t.Fatalf("%d requests reached upstreams, want 2 (one per route)", n)

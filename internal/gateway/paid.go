@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/bits"
 	"net/http"
-	"strconv"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,13 +18,15 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 	"github.com/tollgate-dev/tollgate/config"
 	"github.com/tollgate-dev/tollgate/policy"
+	"github.com/tollgate-dev/tollgate/upstream/bound"
 )
 
 // paidRoute is a generic paid HTTP API behind a path prefix.
 type paidRoute struct {
 	cfg config.PaidRoute
 	rt  http.RoundTripper
-	// max is what one call can cost: the reservation.
+	// max is what one call can cost at most: per request + per unit ×
+	// max units.
 	max budget.Money
 }
 
@@ -42,63 +46,143 @@ func newPaidRoute(r config.PaidRoute, rt http.RoundTripper) (*paidRoute, error) 
 	}, nil
 }
 
-// cost prices a call that used units; a call that reported none is charged
-// the maximum, as estimated.
-func (p *paidRoute) cost(units int64, reported bool) (budget.Money, bool) {
-	if p.cfg.PerUnit.Value == 0 {
-		return budget.Money(p.cfg.PerRequest.Value), false
+// price is what a call of units costs by the route's rule, saturated far
+// past any budget rather than wrapped.
+func (p *paidRoute) price(units int64) budget.Money {
+	hi, lo := bits.Mul64(uint64(p.cfg.PerUnit.Value), uint64(units))
+	if hi != 0 || lo > 1<<62 {
+		return 1 << 62
 	}
-	if !reported || units < 0 || units > 1<<40 {
-		return p.max, true
-	}
-	return budget.Money(p.cfg.PerRequest.Value + p.cfg.PerUnit.Value*units), false
+	return budget.Money(p.cfg.PerRequest.Value + int64(lo))
 }
 
-// AdmitPaid is Admit for the paid route name: the call is estimated at
-// the route's maximum (per request + per unit × max units), forwarded as
-// it is, and priced from the units the answer reports.
+// billed says whether the API bills an answer of status.
+func (p *paidRoute) billed(status int) bool {
+	return !slices.Contains(p.cfg.UnbilledStatuses, status)
+}
+
+// AdmitPaid is Admit for the paid route name. Its path is checked (a path
+// that could reach another endpoint of the paid host is refused), the
+// most units the call may be billed are read from the request
+// (units_limit) and checked against max_units, and the call is reserved
+// at per request + per unit × those units.
 func (g *Gateway) AdmitPaid(ctx context.Context, name string, req Request) (*Call, error) {
 	cl := g.begin(req)
 	p := cl.settings.paid[name]
 	cl.paid, cl.model, cl.upstream = p, name, name
+	path, query, err := paidTarget(p.cfg.Prefix, req.Target)
+	if err != nil {
+		cl.outcome = "refused"
+		return cl, err
+	}
+	cl.paidTarget = strings.TrimSuffix(p.cfg.BaseURL, "/") + path + query
 	body, err := req.Body()
 	if err != nil {
 		cl.outcome = "refused"
 		return cl, err
 	}
 	cl.body = body
+	if p.cfg.PerUnit.Value > 0 {
+		if cl.unitsBound, err = bound.PaidUnits(p.cfg.UnitsLimit, strings.TrimPrefix(query, "?"), req.Header, body, p.cfg.MaxUnits); err != nil {
+			cl.outcome = "refused"
+			return cl, err
+		}
+	}
 	cl.limits = cl.principal.Limits(policy.RequestKey{User: cl.user, Model: name, Route: req.Route, ID: cl.id, IP: req.IP})
-	cl.estimate = budget.Amounts{Requests: cl.settings.cost(req.Route), Cost: p.max}
+	cl.estimate = budget.Amounts{Requests: cl.settings.cost(req.Route), Cost: p.price(cl.unitsBound)}
 	return cl, g.admit(ctx, cl, body)
 }
 
-// finishPaid settles a paid call: the units it reported at the route's
-// prices, the maximum when it reported none, nothing when not served.
+// paidTarget splits a request target under prefix into the path to append
+// to the route's base URL and its query ("?..." or ""). The path is
+// forwarded as the client wrote it, so what could make the paid host read
+// it as another path is refused: dot segments ("..", ".", "..;x"), encoded
+// dots, slashes and backslashes (once or twice encoded), backslashes and
+// empty segments ("//"; a trailing slash is kept).
+func paidTarget(prefix, target string) (path, query string, err error) {
+	path, q, hasQuery := strings.Cut(target, "?")
+	if hasQuery {
+		query = "?" + q
+	}
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok || rest != "" && rest[0] != '/' {
+		return "", "", &bound.RequestError{Message: fmt.Sprintf("the path %q is not under this route's prefix %s", path, prefix)}
+	}
+	segs := strings.Split(rest, "/")
+	for i, seg := range segs[min(1, len(segs)):] {
+		bad := ""
+		once, err := url.PathUnescape(seg)
+		name, _, _ := strings.Cut(once, ";") // Tomcat-style path parameters: "..;x" is ".."
+		switch lower := strings.ToLower(seg); {
+		case err != nil:
+			bad = "a malformed escape"
+		case seg == "" && i < len(segs)-2:
+			bad = "an empty segment (//)"
+		case name == "." || name == "..":
+			bad = "a dot segment"
+		case strings.Contains(lower, "%2e") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") ||
+			strings.Contains(once, "\\") || strings.Contains(strings.ToLower(once), "%"):
+			bad = "an encoded dot, slash, backslash or percent sign, or a backslash"
+		}
+		if bad != "" {
+			return "", "", &bound.RequestError{Message: fmt.Sprintf("the path %q has %s; paid routes forward plain paths only", path, bad)}
+		}
+	}
+	return rest, query, nil
+}
+
+// finishPaid settles a paid call: an answer the API bills at the route's
+// rule, with the units it reported (rounded up) or, when it reported none,
+// the most the request allowed; an unbilled status nothing; a call
+// forwarded that got no answer its reservation; a call never sent nothing.
+// Units past what the request allowed are charged as reported: an overrun,
+// which settle counts and alerts on.
 func (g *Gateway) finishPaid(ctx context.Context, cl *Call) {
 	p := cl.paid
 	actual := budget.Amounts{}
-	cost, estimated := p.cost(cl.units, cl.reported)
-	if cl.ok {
-		actual = budget.Amounts{Requests: cl.estimate.Requests, Cost: cost}
+	units, estimated := cl.units, !cl.reported
+	if estimated {
+		units = cl.unitsBound
+	}
+	charged := cl.ok || cl.chargeReserved
+	if charged {
+		actual = budget.Amounts{Requests: cl.estimate.Requests, Cost: p.price(units)}
+		if cl.chargeReserved {
+			actual.Cost, units = cl.estimate.Cost, cl.unitsBound
+		}
 		g.metrics.SpendMicros.WithLabelValues(cl.principal.Team, cl.model).Add(float64(actual.Cost))
 	}
+	if cl.abandoned != "" {
+		g.metrics.AttemptsAbandoned.WithLabelValues(cl.model, cl.abandoned).Inc()
+	}
 	e := cl.entry()
-	e.Usage.Estimated, e.Cost, e.Served, e.Degraded = estimated && cl.ok, actual.Cost, cl.ok, cl.degraded
+	e.Usage.Estimated, e.Cost, e.Served, e.Degraded = estimated && charged, actual.Cost, cl.ok, cl.degraded
+	e.Units = units
+	e.Settlement, e.Abandoned = cl.settlement(), cl.abandoned
+	if charged && estimated {
+		e.Settlement = SettledAtReservation
+	}
 	outcome := g.settle(ctx, cl, cl.held(), e, actual)
 	g.log.Info("request", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team, "key", cl.principal.Key,
 		"route", p.cfg.Prefix, "reservation", e.ReservationID, "outcome", outcome.String(), "degraded", cl.degraded, "bypass", cl.bypass,
-		"served", cl.ok, "units", cl.units, "units_reported", cl.reported,
-		"estimate_usd_micros", int64(p.max), "actual_usd_micros", int64(actual.Cost))
+		"served", cl.ok, "status", cl.status, "units", units, "units_reported", cl.reported, "units_bound", cl.unitsBound,
+		"estimate_usd_micros", int64(cl.estimate.Cost), "actual_usd_micros", int64(actual.Cost))
 }
 
-// forwardPaid relays one call. served is false for error statuses and
-// failures, which are not charged.
-func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWriter) (units int64, reported, served bool, err error) {
+// forwardPaid relays one call. From the moment it is sent the exchange is
+// the gateway's, not the client's: a client that leaves does not cancel
+// it (the API bills it all the same), only the route's timeout does.
+// billed is false for a status the API does not bill and for a call that
+// was never sent; a call sent that got no answer is charged its
+// reservation (cl.chargeReserved).
+func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWriter) (units int64, reported, billed bool, err error) {
 	p := cl.paid
-	ctx, cancel := context.WithTimeout(rctx, p.cfg.Timeout)
+	if rctx.Err() != nil {
+		return 0, false, false, ErrClientCanceled // not sent
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), p.cfg.Timeout)
 	defer cancel()
-	target := strings.TrimSuffix(p.cfg.BaseURL, "/") + strings.TrimPrefix(cl.req.Target, p.cfg.Prefix)
-	req, err := http.NewRequestWithContext(ctx, cl.req.Method, target, bytes.NewReader(cl.body))
+	req, err := http.NewRequestWithContext(ctx, cl.req.Method, cl.paidTarget, bytes.NewReader(cl.body))
 	if err != nil {
 		return 0, false, false, err
 	}
@@ -106,6 +190,9 @@ func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWri
 		if v := cl.req.Header.Get(k); v != "" {
 			req.Header.Set(k, v)
 		}
+	}
+	if h := p.cfg.UnitsLimit.Header; h != "" {
+		req.Header.Set(h, cl.req.Header.Get(h)) // the bound the call was reserved for
 	}
 	g.inject(ctx, req.Header)
 	if p.cfg.APIKey != "" {
@@ -117,37 +204,39 @@ func (g *Gateway) forwardPaid(rctx context.Context, cl *Call, w http.ResponseWri
 	}
 	resp, err := p.rt.RoundTrip(req) // as target.rt: a redirect is relayed, not followed
 	if err != nil {
-		if rctx.Err() != nil {
-			return 0, false, false, ErrClientCanceled
+		if unsent(err) {
+			return 0, false, false, ErrUpstream
 		}
+		cl.chargeReserved, cl.abandoned = true, causeConnection
 		if errors.Is(err, context.DeadlineExceeded) {
+			cl.abandoned = causeTimeout
 			return 0, false, false, ErrUpstreamTimeout
 		}
 		return 0, false, false, ErrUpstream
 	}
 	defer resp.Body.Close()
-	for _, k := range []string{"Content-Type", "Cache-Control", "Content-Disposition"} {
+	cl.status = resp.StatusCode
+	for _, k := range []string{"Content-Type", "Cache-Control", "Content-Disposition", "Location"} {
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)
 		}
 	}
 	w.Header().Set("X-Tollgate-Upstream", p.cfg.Name)
-	served = resp.StatusCode >= 200 && resp.StatusCode < 300
+	billed = p.billed(resp.StatusCode)
 	if h := p.cfg.UnitsHeader; h != "" {
-		if v, err := strconv.ParseInt(resp.Header.Get(h), 10, 64); err == nil {
-			units, reported = v, true
-		}
+		units, reported = bound.PaidBilled(resp.Header.Get(h))
 	}
+	defer func() { cl.drained = billed && rctx.Err() != nil }() // read, for no one
 	if p.cfg.UnitsJSON == "" {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
-		return units, reported, served, nil
+		return units, reported, billed, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if res := gjson.GetBytes(data, p.cfg.UnitsJSON); err == nil && res.Type == gjson.Number {
-		units, reported = res.Int(), true
+		units, reported = bound.PaidBilled(res.Raw)
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(data)
-	return units, reported, served, nil
+	return units, reported, billed, nil
 }

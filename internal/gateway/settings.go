@@ -32,6 +32,8 @@ type Settings struct {
 	instances     int64
 	// paid are the generic paid HTTP routes by name.
 	paid map[string]*paidRoute
+	// paidNames are the paid routes' names, in config order.
+	paidNames []string
 	// trusted proxies, for client IPs; authFail is the per-IP limit on
 	// failed authentications (Failures 0: off).
 	trusted    []netip.Prefix
@@ -56,6 +58,9 @@ func (st *Settings) Trusted() []netip.Prefix { return st.trusted }
 
 // AuthFailures is the lockout policy of failed authentications.
 func (st *Settings) AuthFailures() authguard.Policy { return st.authFail }
+
+// PaidRoutes are the paid routes' names, in config order.
+func (st *Settings) PaidRoutes() []string { return st.paidNames }
 
 // Model is one model (or alias) a key may be offered: its name and the
 // upstream that serves it first.
@@ -140,6 +145,7 @@ func (g *Gateway) newSettings(c *config.Config) (*Settings, error) {
 			return nil, err
 		}
 		st.paid[r.Name] = p
+		st.paidNames = append(st.paidNames, r.Name)
 		st.fixed += "|" + r.Name + "=" + r.Prefix
 	}
 	if c.Store.Kind == "redis" {

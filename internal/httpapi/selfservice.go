@@ -72,6 +72,11 @@ func (s *Server) ownBudget(c echo.Context) error {
 		models = append(models, m.Name)
 		meters = append(meters, p.Meters(m.Name)...)
 	}
+	paid := len(models) // paid routes are metered by their names, as models are
+	for _, name := range settingsOf(c).PaidRoutes() {
+		models = append(models, name)
+		meters = append(meters, p.Meters(name)...)
+	}
 	st, err = s.gw.Engine().Peek(c.Request().Context(), meters)
 	if err != nil {
 		return err
@@ -79,7 +84,7 @@ func (s *Server) ownBudget(c echo.Context) error {
 	for i, m := range models {
 		day, month := st[2*i], st[2*i+1]
 		v := spendView{Model: m, Day: budget.PeriodID(budget.Day, now, p.Location()), Month: budget.PeriodID(budget.Month, now, p.Location()),
-			DayMicros: day.Spent, MonthMicros: month.Spent}
+			DayMicros: day.Spent, MonthMicros: month.Spent, PaidRoute: i >= paid}
 		if v.MonthMicros == 0 {
 			continue
 		}
@@ -92,7 +97,8 @@ func (s *Server) ownBudget(c echo.Context) error {
 // spendView is one model's spend by the calling key, from the store's
 // meters (settled and still reserved).
 type spendView struct {
-	Model       string `json:"model"`
+	Model       string `json:"model"` // or a paid route's name
+	PaidRoute   bool   `json:"paid_route,omitempty"`
 	Day         string `json:"day"`
 	DayMicros   int64  `json:"day_usd_micros"`
 	DayUSD      string `json:"day_usd"`

@@ -34,8 +34,13 @@ type Metrics struct {
 	Fallbacks          *prometheus.CounterVec
 	StreamsCut         *prometheus.CounterVec
 	AttemptsAbandoned  *prometheus.CounterVec
-	Bypasses           *prometheus.CounterVec
-	Alerts             *prometheus.CounterVec
+	// Overruns count settlements charged past their reservation, and the
+	// budgets a settlement took past their ceilings.
+	Overruns       *prometheus.CounterVec
+	OverrunMicros  *prometheus.CounterVec
+	BudgetOverruns *prometheus.CounterVec
+	Bypasses       *prometheus.CounterVec
+	Alerts         *prometheus.CounterVec
 
 	// ReserveLatency and SettleLatency are StoreLatency's two series.
 	ReserveLatency, SettleLatency prometheus.Observer
@@ -141,6 +146,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "tollgate_upstream_attempts_abandoned_total",
 		Help: "Upstream attempts the gateway stopped reading before their answer's end, after the request may have reached the upstream (which bills it): each is charged its reservation. By upstream and cause: first_byte_timeout, timeout, idle_timeout, connection, overrun, shutdown.",
 	}, []string{"upstream", "cause"})
+	m.Overruns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_overruns_total",
+		Help: "Settlements charged more than they reserved (a paid API reporting more units than the request allowed, an upstream billing past the bound), by team and model or paid route. Each is logged and alerted with its request id.",
+	}, []string{"team", "model"})
+	m.OverrunMicros = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_overrun_usd_micros_total",
+		Help: "What settlements were charged past their reservations, in micro-dollars, by team and model or paid route.",
+	}, []string{"team", "model"})
+	m.BudgetOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_budget_overruns_total",
+		Help: "Settlements that took a budget's settled spend past its ceiling, by scope, team and budget.",
+	}, []string{"scope", "team", "budget"})
 	m.Bypasses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_bypasses_total",
 		Help: "Requests that skipped their limits, by who (a signing service's id, or unlimited-key) and team.",
@@ -150,7 +167,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Budget threshold alerts this instance sent (each fires once per period across all instances), by scope, team, budget and threshold percent.",
 	}, []string{"scope", "team", "budget", "threshold"})
 	m.initSeries()
-	reg.MustRegister(m.StreamsCut, m.AttemptsAbandoned, m.Bypasses, m.Alerts)
+	reg.MustRegister(m.StreamsCut, m.AttemptsAbandoned, m.Overruns, m.OverrunMicros, m.BudgetOverruns, m.Bypasses, m.Alerts)
 	reg.MustRegister(m.QueueDepth, m.QueueWait, m.BreakerState, m.BreakerTransitions, m.Fallbacks)
 	reg.MustRegister(m.Requests, m.Refusals, m.SpendMicros, m.Tokens, m.BudgetUsed, m.RateUsed, m.StoreLatency, m.StoreErrors,
 		m.StoreUnavailable, m.UpstreamLatency, m.UpstreamTTFB, m.EstimateRatio, m.InputRatio, m.UsageEstimated, m.ShadowRefusals)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -303,5 +304,47 @@ func TestAnAbandonedAttemptIsChargedItsReservation(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// An upstream that ignores max_tokens bills past the bound: the answer is
+// charged what it used (the ledger equals the bill), and the overrun is
+// counted on the instance that settled it, by team and model.
+func TestAnLLMOverrunIsChargedAndCounted(t *testing.T) {
+	for _, store := range chargeStores {
+		t.Run(store, func(t *testing.T) {
+			r := newChargeRig(t, store, simulated.Options{Fault: simulated.IgnoreMaxTokens, ReplyTokens: func(uint64) int64 { return 900 }}, nil, "")
+			const n = 2
+			for i := range n {
+				resp, err := r.post(context.Background(), i, chargeBody(i, false, ""))
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("request %d: %v %v", i, resp, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			entries := r.settled(t, n)
+			over := int64(0)
+			for _, e := range entries {
+				if e.Cost <= e.Reserved || e.Settlement != "reported" {
+					t.Fatalf("entry %+v: want charged what it used, past its reservation", e)
+				}
+				over += int64(e.Cost - e.Reserved)
+			}
+			if got, billed := recorded(entries), r.billed(); got != billed {
+				t.Fatalf("recorded %d µ$, the upstream billed %d", got, billed)
+			}
+			metrics := ""
+			for _, u := range r.urls {
+				_, b := callAs(t, "", http.MethodGet, u+"/metrics", "")
+				metrics += b
+			}
+			if got := sumMetric(metrics, `tollgate_overruns_total{model="test-model",team="ml"}`); got != n {
+				t.Errorf("%d overruns counted, want %d:\n%s", got, n, grepLines(metrics, "overrun"))
+			}
+			if got := sumMetric(metrics, `tollgate_overrun_usd_micros_total{model="test-model",team="ml"}`); got != over {
+				t.Errorf("overrun µ$ %d, want %d", got, over)
+			}
+		})
 	}
 }

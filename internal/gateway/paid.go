@@ -116,8 +116,8 @@ func paidTarget(prefix, target string) (path, query string, err error) {
 		switch lower := strings.ToLower(seg); {
 		case err != nil:
 			bad = "a malformed escape"
-		case seg == "" && i < len(segs)-2:
-			bad = "an empty segment (//)"
+		case name == "" && (seg != "" || i < len(segs)-2):
+			bad = "an empty segment (// or /;x)"
 		case name == "." || name == "..":
 			bad = "a dot segment"
 		case strings.Contains(lower, "%2e") || strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") ||

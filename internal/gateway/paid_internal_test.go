@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"errors"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 
@@ -39,4 +41,37 @@ func TestPaidTargetRefusesPathsThatLeaveTheRoute(t *testing.T) {
 			t.Errorf("%s: got %v, want a 400 naming the path", target, err)
 		}
 	}
+}
+
+// Whatever a client sends, a path paidTarget accepts is read by the paid
+// host as itself: however many times it is unescaped, with backslashes
+// read as slashes, it has no dot or empty segment for a server to
+// resolve, so it stays under the route's base URL.
+func FuzzPaidTargetStaysUnderTheRoute(f *testing.F) {
+	for _, s := range []string{"/paid/geo/a", "/paid/geo/../x", "/paid/geo/%2e%2e/x", "/paid/geo/a//b", "/paid/geo/..;x/y", "/paid/geo/%252e/", "/paid/geo/a\\..\\b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		p, _, err := paidTarget("/paid/geo", target)
+		if err != nil {
+			return
+		}
+		read := p
+		for range 3 {
+			if u, err := url.PathUnescape(read); err == nil {
+				read = u
+			}
+		}
+		read = strings.ReplaceAll(read, "\\", "/")
+		if read == "" || read == "/" {
+			return
+		}
+		trimmed := strings.TrimSuffix(read, "/")
+		for _, seg := range strings.Split(trimmed, "/")[1:] {
+			name, _, _ := strings.Cut(seg, ";")
+			if name == "" || name == "." || name == ".." {
+				t.Fatalf("%q accepted as %q, which a server reads as %q", target, p, path.Clean(read))
+			}
+		}
+	})
 }

@@ -8,8 +8,11 @@ import "fmt"
 type Price struct {
 	Input       Money // per 1M uncached input tokens
 	CachedInput Money // per 1M input tokens served from the provider's cache
-	CacheWrite  Money // per 1M input tokens written to the provider's cache
-	Output      Money // per 1M output tokens (reasoning tokens included, unless Reasoning is set)
+	CacheWrite  Money // per 1M input tokens written to the provider's cache (for five minutes)
+	// CacheWrite1h is per 1M input tokens written to the cache for an hour
+	// (Anthropic: twice the input rate); never below CacheWrite.
+	CacheWrite1h Money
+	Output       Money // per 1M output tokens (reasoning tokens included, unless Reasoning is set)
 	// Reasoning, InputAudio and OutputAudio price the reasoning, audio
 	// input and audio output parts of a request where the model prices
 	// them apart; zero means at Output, Input and Output.
@@ -24,11 +27,12 @@ type Price struct {
 
 // Tier is the rates of a request past a long-context threshold.
 type Tier struct {
-	Tokens      int64
-	Input       Money
-	CachedInput Money
-	CacheWrite  Money
-	Output      Money
+	Tokens       int64
+	Input        Money
+	CachedInput  Money
+	CacheWrite   Money
+	CacheWrite1h Money
+	Output       Money
 }
 
 const perMillion = 1_000_000
@@ -45,7 +49,7 @@ func (p Price) rates(u Usage) Price {
 		dst *Money
 		v   Money
 	}{
-		{&q.Input, t.Input}, {&q.CachedInput, t.CachedInput}, {&q.CacheWrite, t.CacheWrite}, {&q.Output, t.Output},
+		{&q.Input, t.Input}, {&q.CachedInput, t.CachedInput}, {&q.CacheWrite, t.CacheWrite}, {&q.CacheWrite1h, t.CacheWrite1h}, {&q.Output, t.Output},
 	} {
 		if r.v > 0 {
 			*r.dst = r.v
@@ -63,8 +67,9 @@ func or(rate, base Money) Money {
 
 // Cost returns what u costs at p, rounded up to the micro-dollar per kind of
 // token, so a charge is never below the provider's own rounding. Cached,
-// cache-write and audio tokens are parts of InputTokens, reasoning and
-// audio tokens parts of OutputTokens, each charged at its own rate.
+// cache-write and audio tokens are parts of InputTokens (one-hour cache
+// writes a part of the cache writes), reasoning and audio tokens parts of
+// OutputTokens, each charged at its own rate.
 func (p Price) Cost(u Usage) (Money, error) {
 	if err := u.Validate(); err != nil {
 		return 0, err
@@ -84,7 +89,8 @@ func (p Price) Cost(u Usage) (Money, error) {
 	}{
 		{uncached, r.Input},
 		{u.CachedInputTokens, r.CachedInput},
-		{u.CacheWriteTokens, r.CacheWrite},
+		{u.CacheWriteTokens - u.CacheWrite1hTokens, r.CacheWrite},
+		{u.CacheWrite1hTokens, max(r.CacheWrite1h, r.CacheWrite)}, // an hour never costs less than five minutes
 		{u.InputAudioTokens, or(r.InputAudio, r.Input)},
 		{text, r.Output},
 		{reasoning, r.Reasoning},
@@ -103,34 +109,47 @@ func (p Price) Cost(u Usage) (Money, error) {
 
 // Validate reports a negative rate.
 func (p Price) Validate() error {
-	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Output < 0 || p.Reasoning < 0 || p.InputAudio < 0 || p.OutputAudio < 0 {
+	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.CacheWrite1h < 0 || p.Output < 0 || p.Reasoning < 0 || p.InputAudio < 0 || p.OutputAudio < 0 {
 		return fmt.Errorf("budget: negative price %+v", p)
 	}
-	if t := p.Above; t != nil && (t.Tokens < 0 || t.Input < 0 || t.CachedInput < 0 || t.CacheWrite < 0 || t.Output < 0) {
+	if t := p.Above; t != nil && (t.Tokens < 0 || t.Input < 0 || t.CachedInput < 0 || t.CacheWrite < 0 || t.CacheWrite1h < 0 || t.Output < 0) {
 		return fmt.Errorf("budget: negative long-context price %+v", *t)
 	}
 	return nil
+}
+
+// WithoutHourCacheWrites is p for a request that writes nothing to the
+// cache for an hour: its one-hour write rates dropped.
+func (p Price) WithoutHourCacheWrites() Price {
+	p.CacheWrite1h = 0
+	if p.Above != nil {
+		t := *p.Above
+		t.CacheWrite1h = 0
+		p.Above = &t
+	}
+	return p
 }
 
 // BoundCost is the most a request can cost that bills at most in input
 // tokens, at most audioIn of them audio, and at most out output tokens,
 // audio only when audioOut: each token at the dearest rate it may be
 // billed at. Text input is priced at the dearest of the input, cached and
-// cache-write rates (the gateway cannot know which tokens the provider
-// reads from or writes to its cache); audio input at the audio rate, or
+// cache-write rates, the one-hour one included (the gateway cannot know
+// which tokens the provider reads from or writes to its cache; a caller
+// that knows no write can be for an hour zeroes CacheWrite1h first); audio input at the audio rate, or
 // the text rate if that is dearer; output at the dearest of output,
 // reasoning and — when the request asks for audio — audio. The
 // long-context tier stays: a bound whose input is within its threshold
 // bounds a request that is too.
 func (p Price) BoundCost(in, audioIn, out int64, audioOut bool) (Money, error) {
-	q := Price{Input: max(p.Input, p.CachedInput, p.CacheWrite), Output: max(p.Output, p.Reasoning)}
+	q := Price{Input: max(p.Input, p.CachedInput, p.CacheWrite, p.CacheWrite1h), Output: max(p.Output, p.Reasoning)}
 	if audioOut {
 		q.Output = max(q.Output, p.OutputAudio)
 	}
 	q.InputAudio = max(p.InputAudio, q.Input)
 	if t := p.Above; t != nil {
 		q.Above = &Tier{Tokens: t.Tokens,
-			Input:  max(q.Input, t.Input, t.CachedInput, t.CacheWrite),
+			Input:  max(q.Input, t.Input, t.CachedInput, t.CacheWrite, t.CacheWrite1h),
 			Output: max(q.Output, t.Output)}
 		q.InputAudio = max(q.InputAudio, q.Above.Input)
 	}

@@ -85,3 +85,29 @@ func FuzzEstimateBoundsCost(f *testing.F) {
 		}
 	})
 }
+
+// A one-hour cache write bills at its own rate, the rest of the writes at
+// the five minutes'; a request that writes nothing for an hour is bounded
+// without the hour's rate; an hour never costs less than five minutes.
+func TestCacheWritesByTTL(t *testing.T) {
+	p := budget.Price{Input: 3_000_000, CachedInput: 300_000, CacheWrite: 3_750_000, CacheWrite1h: 6_000_000, Output: 15_000_000}
+	u := budget.Usage{InputTokens: 4096, CachedInputTokens: 1800, CacheWriteTokens: 248, CacheWrite1hTokens: 100, OutputTokens: 503}
+	// 2048 × 3 + 1800 × 0.3 + 148 × 3.75 + 100 × 6 + 503 × 15 µ$, each part rounded up
+	if c, err := p.Cost(u); err != nil || c != 6144+540+555+600+7545 {
+		t.Fatalf("cost %d %v", c, err)
+	}
+	if c, _ := p.BoundCost(1000, 0, 0, false); c != 6000 {
+		t.Fatalf("bound with an hour's writes possible: %d, want 1000 × $6/M", c)
+	}
+	if c, _ := p.WithoutHourCacheWrites().BoundCost(1000, 0, 0, false); c != 3750 {
+		t.Fatalf("bound without: %d, want 1000 × $3.75/M", c)
+	}
+	low := p
+	low.CacheWrite1h = 1_000_000
+	if c, _ := low.Cost(budget.Usage{InputTokens: 100, CacheWriteTokens: 100, CacheWrite1hTokens: 100}); c != 375 {
+		t.Fatalf("an hour priced below five minutes charged %d, want 375", c)
+	}
+	if err := (budget.Usage{InputTokens: 100, CacheWriteTokens: 10, CacheWrite1hTokens: 11}).Validate(); err == nil {
+		t.Fatal("more one-hour writes than writes validated")
+	}
+}

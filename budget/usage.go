@@ -8,8 +8,11 @@ type Usage struct {
 	InputTokens       int64 `json:"input_tokens"`        // all prompt tokens, cached ones included
 	CachedInputTokens int64 `json:"cached_input_tokens"` // the part of InputTokens read from the provider's cache
 	CacheWriteTokens  int64 `json:"cache_write_tokens"`  // the part of InputTokens written to the provider's cache (Anthropic)
-	OutputTokens      int64 `json:"output_tokens"`       // completion tokens, reasoning tokens included
-	ReasoningTokens   int64 `json:"reasoning_tokens"`    // the part of OutputTokens spent on reasoning
+	// CacheWrite1hTokens is the part of CacheWriteTokens written for an
+	// hour (Anthropic's ttl "1h"), billed at its own rate.
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
+	OutputTokens       int64 `json:"output_tokens"`    // completion tokens, reasoning tokens included
+	ReasoningTokens    int64 `json:"reasoning_tokens"` // the part of OutputTokens spent on reasoning
 	// InputAudioTokens and OutputAudioTokens are the audio parts of
 	// InputTokens and OutputTokens.
 	InputAudioTokens  int64 `json:"input_audio_tokens,omitempty"`
@@ -34,7 +37,7 @@ const maxTokens = 1 << 40
 // Validate refuses negative, inconsistent or absurd figures, so that a broken
 // or hostile upstream body cannot turn a charge into a refund.
 func (u Usage) Validate() error {
-	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens, u.InputAudioTokens, u.OutputAudioTokens} {
+	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens, u.OutputTokens, u.ReasoningTokens, u.InputAudioTokens, u.OutputAudioTokens} {
 		if v < 0 || v > maxTokens {
 			return fmt.Errorf("budget: usage figure %d out of range", v)
 		}
@@ -44,6 +47,9 @@ func (u Usage) Validate() error {
 	}
 	if u.CachedInputTokens+u.CacheWriteTokens+u.InputAudioTokens > u.InputTokens {
 		return fmt.Errorf("budget: cached, cache-write and audio input tokens exceed input tokens %d", u.InputTokens)
+	}
+	if u.CacheWrite1hTokens > u.CacheWriteTokens {
+		return fmt.Errorf("budget: one-hour cache-write tokens %d exceed cache-write tokens %d", u.CacheWrite1hTokens, u.CacheWriteTokens)
 	}
 	if u.OutputAudioTokens > u.OutputTokens {
 		return fmt.Errorf("budget: audio output tokens %d exceed output tokens %d", u.OutputAudioTokens, u.OutputTokens)

@@ -427,7 +427,9 @@ type Price struct {
 	Input       Money `yaml:"input"`
 	CachedInput Money `yaml:"cached_input"`
 	CacheWrite  Money `yaml:"cache_write"`
-	Output      Money `yaml:"output"`
+	// CacheWrite1h is the one-hour cache write's rate (zero: the model's).
+	CacheWrite1h Money `yaml:"cache_write_1h"`
+	Output       Money `yaml:"output"`
 }
 
 // Model is one priced model.
@@ -440,9 +442,11 @@ type Model struct {
 	Input       Money `yaml:"input"`
 	CachedInput Money `yaml:"cached_input"`
 	// CacheWrite is the price of input written to the provider's cache
-	// (Anthropic's cache_creation_input_tokens).
-	CacheWrite Money `yaml:"cache_write"`
-	Output     Money `yaml:"output"`
+	// (Anthropic's cache_creation_input_tokens) for five minutes, and
+	// CacheWrite1h for an hour (ttl "1h"; Anthropic: twice the input).
+	CacheWrite   Money `yaml:"cache_write"`
+	CacheWrite1h Money `yaml:"cache_write_1h"`
+	Output       Money `yaml:"output"`
 	// Reasoning, InputAudio and OutputAudio price reasoning, audio input
 	// and audio output tokens where the model prices them apart.
 	Reasoning   Money `yaml:"reasoning"`
@@ -500,11 +504,12 @@ type Model struct {
 // than Tokens is priced at these rates per million tokens (an unset one:
 // the model's base rate).
 type Tier struct {
-	Tokens      int64 `yaml:"tokens"`
-	Input       Money `yaml:"input"`
-	CachedInput Money `yaml:"cached_input"`
-	CacheWrite  Money `yaml:"cache_write"`
-	Output      Money `yaml:"output"`
+	Tokens       int64 `yaml:"tokens"`
+	Input        Money `yaml:"input"`
+	CachedInput  Money `yaml:"cached_input"`
+	CacheWrite   Money `yaml:"cache_write"`
+	CacheWrite1h Money `yaml:"cache_write_1h"`
+	Output       Money `yaml:"output"`
 }
 
 // Limit is one limit attached to a scope. Amount, Burst: integers in the

@@ -63,7 +63,7 @@ func merge(name string, m Model, e catalog.Entry, found bool, provider string) M
 			dst *Money
 			v   int64
 		}{
-			{&m.Input, e.Input}, {&m.CachedInput, e.CachedInput}, {&m.CacheWrite, e.CacheWrite}, {&m.Output, e.Output},
+			{&m.Input, e.Input}, {&m.CachedInput, e.CachedInput}, {&m.CacheWrite, e.CacheWrite}, {&m.CacheWrite1h, e.CacheWrite1h}, {&m.Output, e.Output},
 			{&m.Reasoning, e.Reasoning}, {&m.InputAudio, e.InputAudio}, {&m.OutputAudio, e.OutputAudio},
 		} {
 			if !f.dst.Set {
@@ -73,7 +73,8 @@ func merge(name string, m Model, e catalog.Entry, found bool, provider string) M
 		if m.Above == nil && e.Above != nil {
 			t := e.Above
 			m.Above = &Tier{Tokens: t.Above, Input: Money{Value: t.Input, Micros: true, Set: true}, CachedInput: Money{Value: t.CachedInput, Micros: true, Set: true},
-				CacheWrite: Money{Value: t.CacheWrite, Micros: true, Set: true}, Output: Money{Value: t.Output, Micros: true, Set: true}}
+				CacheWrite: Money{Value: t.CacheWrite, Micros: true, Set: true}, CacheWrite1h: Money{Value: t.CacheWrite1h, Micros: true, Set: true},
+				Output: Money{Value: t.Output, Micros: true, Set: true}}
 		}
 		if m.MaxOutputTokens == 0 && e.Mode != "embedding" {
 			m.MaxOutputTokens = e.MaxOutputTokens
@@ -109,7 +110,7 @@ func merge(name string, m Model, e catalog.Entry, found bool, provider string) M
 
 // hasPrice reports whether the config gives the model any price.
 func (m *Model) hasPrice() bool {
-	return m.Input.Set || m.Output.Set || m.CachedInput.Set || m.CacheWrite.Set
+	return m.Input.Set || m.Output.Set || m.CachedInput.Set || m.CacheWrite.Set || m.CacheWrite1h.Set
 }
 
 func presetNames() string {
@@ -136,6 +137,9 @@ func (c *Config) PriceAt(u Upstream, model string) budget.Price {
 	if own, ok := u.Prices[model]; ok {
 		p.Input, p.CachedInput, p.CacheWrite, p.Output = budget.Money(own.Input.Value), budget.Money(own.CachedInput.Value),
 			budget.Money(own.CacheWrite.Value), budget.Money(own.Output.Value)
+		if own.CacheWrite1h.Set {
+			p.CacheWrite1h = budget.Money(own.CacheWrite1h.Value)
+		}
 	}
 	return p
 }
@@ -143,11 +147,11 @@ func (c *Config) PriceAt(u Upstream, model string) budget.Price {
 // Price is m's rates as the budget prices usage.
 func (m Model) Price() budget.Price {
 	p := budget.Price{Input: budget.Money(m.Input.Value), CachedInput: budget.Money(m.CachedInput.Value), CacheWrite: budget.Money(m.CacheWrite.Value),
-		Output: budget.Money(m.Output.Value), Reasoning: budget.Money(m.Reasoning.Value), InputAudio: budget.Money(m.InputAudio.Value),
+		CacheWrite1h: budget.Money(m.CacheWrite1h.Value), Output: budget.Money(m.Output.Value), Reasoning: budget.Money(m.Reasoning.Value), InputAudio: budget.Money(m.InputAudio.Value),
 		OutputAudio: budget.Money(m.OutputAudio.Value)}
 	if t := m.Above; t != nil {
 		p.Above = &budget.Tier{Tokens: t.Tokens, Input: budget.Money(t.Input.Value), CachedInput: budget.Money(t.CachedInput.Value),
-			CacheWrite: budget.Money(t.CacheWrite.Value), Output: budget.Money(t.Output.Value)}
+			CacheWrite: budget.Money(t.CacheWrite.Value), CacheWrite1h: budget.Money(t.CacheWrite1h.Value), Output: budget.Money(t.Output.Value)}
 	}
 	return p
 }

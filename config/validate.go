@@ -286,7 +286,7 @@ func (c *Config) validateModels(v *validator) {
 		for _, f := range []struct {
 			field string
 			m     Money
-		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"output", m.Output},
+		}{{"input", m.Input}, {"cached_input", m.CachedInput}, {"cache_write", m.CacheWrite}, {"cache_write_1h", m.CacheWrite1h}, {"output", m.Output},
 			{"reasoning", m.Reasoning}, {"input_audio", m.InputAudio}, {"output_audio", m.OutputAudio}} {
 			if f.m.Value < 0 {
 				v.addf(p+"."+f.field, "price must not be negative")
@@ -297,13 +297,13 @@ func (c *Config) validateModels(v *validator) {
 			if t.Tokens <= 0 {
 				v.addf(p+".above.tokens", "must be positive: the input tokens past which the tier's rates apply")
 			}
-			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.Output.Value < 0 {
+			if t.Input.Value < 0 || t.CachedInput.Value < 0 || t.CacheWrite.Value < 0 || t.CacheWrite1h.Value < 0 || t.Output.Value < 0 {
 				v.addf(p+".above", "price must not be negative")
 			}
 			for _, f := range []struct {
 				field string
 				m     Money
-			}{{"input", t.Input}, {"cached_input", t.CachedInput}, {"cache_write", t.CacheWrite}, {"output", t.Output}} {
+			}{{"input", t.Input}, {"cached_input", t.CachedInput}, {"cache_write", t.CacheWrite}, {"cache_write_1h", t.CacheWrite1h}, {"output", t.Output}} {
 				v.usd(p+".above."+f.field, f.m)
 			}
 		}
@@ -418,10 +418,10 @@ func (c *Config) validateUpstreams(v *validator) map[string]string {
 			if !slices.Contains(u.Models, m) {
 				v.addf(p+".prices."+m, "model %q is not served by this upstream", m)
 			}
-			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.Output.Value < 0 {
+			if pr.Input.Value < 0 || pr.CachedInput.Value < 0 || pr.CacheWrite.Value < 0 || pr.CacheWrite1h.Value < 0 || pr.Output.Value < 0 {
 				v.addf(p+".prices."+m, "price must not be negative")
 			}
-			for field, price := range map[string]Money{"input": pr.Input, "cached_input": pr.CachedInput, "cache_write": pr.CacheWrite, "output": pr.Output} {
+			for field, price := range map[string]Money{"input": pr.Input, "cached_input": pr.CachedInput, "cache_write": pr.CacheWrite, "cache_write_1h": pr.CacheWrite1h, "output": pr.Output} {
 				v.usd(p+".prices."+m+"."+field, price)
 			}
 		}

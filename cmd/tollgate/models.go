@@ -24,6 +24,7 @@ type modelRow struct {
 	Input           int64  `json:"input_usd_micros_per_1m"`
 	CachedInput     int64  `json:"cached_input_usd_micros_per_1m"`
 	CacheWrite      int64  `json:"cache_write_usd_micros_per_1m"`
+	CacheWrite1h    int64  `json:"cache_write_1h_usd_micros_per_1m,omitempty"`
 	Output          int64  `json:"output_usd_micros_per_1m"`
 	Above           int64  `json:"long_context_above_tokens,omitempty"`
 	MaxOutputTokens int64  `json:"max_output_tokens,omitempty"`
@@ -71,14 +72,14 @@ func models(args []string, stdout io.Writer) error {
 	url, updated := catalog.Source()
 	fmt.Fprintf(stdout, "Prices in dollars per million tokens. Catalogue: %s, %s.\n\n", url, updated)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tUPSTREAM\tPROVIDER\tINPUT\tCACHED\tCACHE WRITE\tOUTPUT\tLONG CONTEXT\tMAX OUTPUT\tCOUNTED AS\tPRICED BY")
+	fmt.Fprintln(tw, "MODEL\tUPSTREAM\tPROVIDER\tINPUT\tCACHED\tCACHE WRITE\tCACHE WRITE 1H\tOUTPUT\tLONG CONTEXT\tMAX OUTPUT\tCOUNTED AS\tPRICED BY")
 	for _, r := range rows {
 		long := ""
 		if r.Above > 0 {
 			long = "> " + strconv.FormatInt(r.Above, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Model, r.Upstream, r.Provider,
-			usd(r.Input), usd(r.CachedInput), usd(r.CacheWrite), usd(r.Output), long, count(r.MaxOutputTokens), r.Counted, r.Priced)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Model, r.Upstream, r.Provider,
+			usd(r.Input), usd(r.CachedInput), usd(r.CacheWrite), usd(r.CacheWrite1h), usd(r.Output), long, count(r.MaxOutputTokens), r.Counted, r.Priced)
 	}
 	return tw.Flush()
 }
@@ -91,7 +92,7 @@ func inForce(cfg *config.Config) []modelRow {
 			m := cfg.Models[name]
 			p := cfg.PriceAt(u, name)
 			r := modelRow{Model: name, Upstream: u.Name, Provider: u.CatalogProvider(), Input: int64(p.Input), CachedInput: int64(p.CachedInput),
-				CacheWrite: int64(p.CacheWrite), Output: int64(p.Output), MaxOutputTokens: m.MaxOutputTokens, Priced: m.Priced,
+				CacheWrite: int64(p.CacheWrite), CacheWrite1h: int64(p.CacheWrite1h), Output: int64(p.Output), MaxOutputTokens: m.MaxOutputTokens, Priced: m.Priced,
 				Counted: m.Encoding}
 			if m.Foreign {
 				r.Counted = fmt.Sprintf("%s × %g", m.Encoding, m.TokenRatio)
@@ -119,7 +120,7 @@ func inForce(cfg *config.Config) []modelRow {
 
 func catalogRow(e catalog.Entry) modelRow {
 	r := modelRow{Model: e.Model, Provider: e.Provider, Mode: e.Mode, Input: e.Input, CachedInput: e.CachedInput, CacheWrite: e.CacheWrite,
-		Output: e.Output, MaxOutputTokens: e.MaxOutputTokens, Priced: "catalogue", Counted: catalog.Encoding(e.Provider, e.Model)}
+		CacheWrite1h: e.CacheWrite1h, Output: e.Output, MaxOutputTokens: e.MaxOutputTokens, Priced: "catalogue", Counted: catalog.Encoding(e.Provider, e.Model)}
 	if e.Above != nil {
 		r.Above = e.Above.Above
 	}

@@ -55,7 +55,7 @@ models:
   gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}
   text-embedding-3-small: {encoding: o200k_base, input: "$1", embedding: true}
   gpt-3.5-turbo-instruct: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 4096}
-  ` + claude + `: {encoding: o200k_base, input: "$3", output: "$15", max_output_tokens: 64000}
+  ` + claude + `: {encoding: o200k_base, input: "$3", cached_input: "$0.30", cache_write: "$3.75", cache_write_1h: "$6", output: "$15", max_output_tokens: 64000}
 orgs:
   - id: acme
     teams:
@@ -101,6 +101,10 @@ func (r *boundRig) billed() int64 {
 	for model, u := range r.sim.Stats().Usage {
 		p := prices[model]
 		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1] + u.BilledToolCalls*toolFee
+		// Claude's prompt cache bills its parts apart from the plain
+		// input: reads at 0.1 ×, five-minute writes at 1.25 ×, one-hour
+		// writes at 2 × (in hundredths of a µ$ a token, the input's 300).
+		n += (u.CacheReadTokens*(30-300) + u.CacheWrite5mTokens*(375-300) + u.CacheWrite1hTokens*(600-300)) / 100
 	}
 	return n
 }
@@ -170,6 +174,11 @@ var seeds = [][2]string{
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"system":"terse","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}]}`},
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"stream":true,"messages":[{"role":"user","content":"stream to me"}]}`},
 	{"/v1/responses", `{"model":"test-model","input":"hello","max_output_tokens":30}`},
+	// A manual cached for an hour, then a note for five minutes: long
+	// enough for the provider to cache (1,024 tokens).
+	{"/v1/messages", `{"model":"` + claude + `","max_tokens":60,"system":[{"type":"text","text":"` + strings.Repeat("Reserve first, settle after. ", 300) +
+		`","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("a note ", 400) +
+		`","cache_control":{"type":"ephemeral"}},{"type":"text","text":"go"}]}]}`},
 }
 
 // mutate returns a variant of a JSON body an attacker might send: keys in
@@ -259,7 +268,7 @@ var paid = []struct {
 // betaValues are the anthropic-beta headers a case is sent with (by its route
 // byte): none, free ones, one that bills a multiple, one nobody knows.
 var betaValues = []string{"", "prompt-caching-2024-07-31", "fast-mode-2026-02-01", "fast-mode-2026-02-01, prompt-caching-2024-07-31",
-	"context-1m-2025-08-07", "no-such-beta-2026-12-01"}
+	"context-1m-2025-08-07", "no-such-beta-2026-12-01", "extended-cache-ttl-2025-04-11"}
 
 func betaHeader(i int) http.Header {
 	if b := betaValues[i%len(betaValues)]; b != "" {
@@ -322,6 +331,8 @@ func mutateValue(rng *rand.Rand, v any, depth int) any {
 		case op == 4 && depth == 0: // a field that bills beyond the tokens
 			f := paid[rng.IntN(len(paid))]
 			x[f.name] = f.value
+		case op == 5 && x["text"] != nil: // a cache breakpoint, for five minutes or an hour
+			x["cache_control"] = map[string]any{"type": "ephemeral", "ttl": []string{"5m", "1h"}[rng.IntN(2)]}
 		case op == 3: // more images
 			if c, ok := x["content"].([]any); ok {
 				for range 1 + rng.IntN(20) {

@@ -12,6 +12,13 @@ func (p *Prepared) Cost(price budget.Price, k int64) (budget.Money, int64, error
 	if p.LongContext && p.InputTokens > longContext && price.Above == nil {
 		return 0, 0, badRequest("anthropic-beta", "the request may pass %d input tokens (its bound is %d), which the context-1m beta bills at a long-context price the model has none of (set its above tier): the gateway cannot bound it", longContext, p.InputTokens)
 	}
+	if p.CacheWrites1h && price.CacheWrite1h <= 0 {
+		return 0, 0, badRequest("cache_control.ttl", "a one-hour cache write bills above the input price (Anthropic: twice it), and the model has no cache_write_1h price: the gateway cannot bound it; set models.<name>.cache_write_1h, or leave ttl out")
+	}
+	if !p.CacheWrites1h {
+		// No write can be for an hour: the hour's rate is not the bound.
+		price = price.WithoutHourCacheWrites()
+	}
 	out := p.MaxOutputTokens
 	if k > 0 && k < p.OutputCap {
 		out = k*p.Choices + p.Predicted
@@ -38,7 +45,7 @@ func (p *Prepared) Reserved() budget.Usage {
 // at none. A figure left out is named in Unreported, and never read as 0
 // where 0 would charge less.
 func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
-	b := budget.Usage{InputTokens: u.Input, CachedInputTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite,
+	b := budget.Usage{InputTokens: u.Input, CachedInputTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite, CacheWrite1hTokens: u.CacheWrite1h,
 		OutputTokens: u.Output, ReasoningTokens: u.Reasoning, InputAudioTokens: u.InputAudio, OutputAudioTokens: u.OutputAudio}
 	missing := func(f convert.Figures) bool { return u.Has&f == 0 }
 	left := func(name string) { b.Unreported = append(b.Unreported, name) }
@@ -51,9 +58,16 @@ func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
 		left("output_tokens")
 	}
 	rest := func() int64 { return b.InputTokens - b.CachedInputTokens - b.CacheWriteTokens - b.InputAudioTokens }
-	if missing(convert.HasCacheWrite) && p.CacheWrites && dearerInput(price, func(t budget.Tier) budget.Money { return t.CacheWrite }, price.CacheWrite) {
+	if missing(convert.HasCacheWrite) && (p.CacheWrites && dearerInput(price, func(t budget.Tier) budget.Money { return t.CacheWrite }, price.CacheWrite) ||
+		p.CacheWrites1h && dearerInput(price, func(t budget.Tier) budget.Money { return t.CacheWrite1h }, price.CacheWrite1h)) {
 		b.CacheWriteTokens += rest()
 		left("cache_write_tokens")
+	}
+	if missing(convert.HasCacheWrite1h) && p.CacheWrites1h && b.CacheWriteTokens > b.CacheWrite1hTokens {
+		// No TTL breakdown (Bedrock, an older answer): every write of a
+		// request that asked for an hour may be one.
+		b.CacheWrite1hTokens = b.CacheWriteTokens
+		left("cache_write_1h_tokens")
 	}
 	if missing(convert.HasCachedInput) && dearerInput(price, func(t budget.Tier) budget.Money { return t.CachedInput }, price.CachedInput) {
 		b.CachedInputTokens += rest()

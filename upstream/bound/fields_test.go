@@ -93,7 +93,7 @@ func TestUnboundedFieldsAreRefused(t *testing.T) {
 		{bound.Messages, `{"model":"m","max_tokens":5,` + msgs + `,"tools":[{"name":"f","input_schema":{}},{"type":"web_search_20250305","name":"web_search","max_uses":5}]}`, "tools[1].type"},
 		{bound.Messages, `{"model":"m","max_tokens":5,` + msgs + `,"mcp_servers":[{"type":"url","url":"https://x"}]}`, "mcp_servers"},
 		{bound.Messages, `{"model":"m","max_tokens":5,` + msgs + `,"container":"c_1"}`, "container"},
-		{bound.Messages, `{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],` + msgs + `}`, "system[0].cache_control.ttl"},
+		{bound.Messages, `{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"2h"}}],` + msgs + `}`, "system[0].cache_control.ttl"},
 		{bound.Responses, `{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type"},
 		{bound.Responses, `{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id"},
 		{bound.Responses, `{"model":"m","input":"x","background":true}`, "background"},
@@ -270,7 +270,7 @@ func TestPassFieldsAndBetas(t *testing.T) {
 	if string(p.Body) != body || p.Betas != "fast-mode-2026-02-01,prompt-caching-2024-07-31" {
 		t.Fatalf("forwarded %s with betas %q", p.Body, p.Betas)
 	}
-	for _, beta := range []string{"extended-cache-ttl-2025-04-11", "mcp-client-2025-04-04", "no-such-beta"} {
+	for _, beta := range []string{"fast-mode-2026-02-01", "mcp-client-2025-04-04", "no-such-beta"} {
 		req, err := bound.Parse(bound.Messages, []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`), map[string][]string{"Anthropic-Beta": {beta}})
 		if err != nil {
 			t.Fatal(err)

@@ -45,20 +45,22 @@ var betas = map[string]string{
 	// the model's long-context tier (models.<m>.above), and refuses it on
 	// a model that has none (Prepared.Cost).
 	"context-1m-2025-08-07": "",
+	// One-hour cache writes: priced at the model's cache_write_1h
+	// (Prepared.Cost refuses them on a model without one).
+	"extended-cache-ttl-2025-04-11": "",
 
 	// Refused: they bill what the bound cannot compute.
-	"extended-cache-ttl-2025-04-11": "a one-hour cache bills its writes at twice the input price, above the model's cache_write price",
-	"fast-mode-2026-02-01":          "fast mode bills a multiple of the model's price",
-	"advisor-tool-2026-03-01":       "the advisor tool bills a second model's tokens",
-	"compact-2026-01-12":            "compaction bills an extra sampling step the gateway cannot bound",
-	"compact-2026-09-04":            "compaction bills an extra sampling step the gateway cannot bound",
-	"mcp-client-2025-11-20":         "MCP servers run tools at the provider, whose results the gateway cannot bound",
-	"mcp-client-2025-04-04":         "MCP servers run tools at the provider, whose results the gateway cannot bound",
-	"code-execution-2025-05-22":     "code execution bills by the hour at the provider",
-	"code-execution-2025-08-25":     "code execution bills by the hour at the provider",
-	"files-api-2025-04-14":          "a file by id has a size the gateway cannot know",
-	"web-fetch-2025-09-10":          "fetched pages bill as input the gateway cannot count",
-	"skills-2025-10-02":             "skills run in a container that bills by the hour",
+	"fast-mode-2026-02-01":      "fast mode bills a multiple of the model's price",
+	"advisor-tool-2026-03-01":   "the advisor tool bills a second model's tokens",
+	"compact-2026-01-12":        "compaction bills an extra sampling step the gateway cannot bound",
+	"compact-2026-09-04":        "compaction bills an extra sampling step the gateway cannot bound",
+	"mcp-client-2025-11-20":     "MCP servers run tools at the provider, whose results the gateway cannot bound",
+	"mcp-client-2025-04-04":     "MCP servers run tools at the provider, whose results the gateway cannot bound",
+	"code-execution-2025-05-22": "code execution bills by the hour at the provider",
+	"code-execution-2025-08-25": "code execution bills by the hour at the provider",
+	"files-api-2025-04-14":      "a file by id has a size the gateway cannot know",
+	"web-fetch-2025-09-10":      "fetched pages bill as input the gateway cannot count",
+	"skills-2025-10-02":         "skills run in a container that bills by the hour",
 }
 
 // anthropicVersions are the anthropic-version values the gateway knows

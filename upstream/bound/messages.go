@@ -98,7 +98,8 @@ type source struct {
 }
 
 // cacheControl marks a prefix for the provider's cache. Its writes bill
-// at the model's cache_write price, which is the five-minute TTL's.
+// at the model's cache_write price for five minutes (the default TTL),
+// at cache_write_1h for an hour.
 type cacheControl struct {
 	Type string `json:"type"`
 	TTL  string `json:"ttl"`
@@ -287,12 +288,10 @@ func (c *cacheControl) check(at string) error {
 		return badRequest(at+".type", "must be %q", "ephemeral")
 	}
 	switch c.TTL {
-	case "", "5m":
+	case "", "5m", "1h":
 		return nil
-	case "1h":
-		return badRequest(at+".ttl", "a one-hour cache bills its writes at twice the input price, above the model's cache_write price (a five-minute write's): the gateway cannot bound it; leave ttl out")
 	}
-	return badRequest(at+".ttl", "must be %q", "5m")
+	return badRequest(at+".ttl", "must be %q or %q", "5m", "1h")
 }
 
 // count adds content to cm: a string, or blocks. Blocks the gateway
@@ -423,32 +422,37 @@ func (r *messagesRequest) outputConfigFormat() *outputFormat {
 }
 
 // caches reports whether the request marks anything for the provider's
-// cache: a tool, the system prompt or a block with cache_control.
-func (r *messagesRequest) caches() bool {
+// cache — a tool, the system prompt or a block with cache_control — or,
+// with hour, anything for an hour (ttl "1h").
+func (r *messagesRequest) caches(hour bool) bool {
 	for i := range r.Tools {
-		if r.Tools[i].CacheControl != nil {
+		if r.Tools[i].CacheControl.marks(hour) {
 			return true
 		}
 	}
-	if r.System.caches() {
+	if r.System.caches(hour) {
 		return true
 	}
 	for i := range r.Messages {
-		if r.Messages[i].Content.caches() {
+		if r.Messages[i].Content.caches(hour) {
 			return true
 		}
 	}
 	return false
 }
 
-func (b *blocks) caches() bool {
+func (b *blocks) caches(hour bool) bool {
 	for i := range b.list {
-		if b.list[i].CacheControl != nil || b.list[i].Content.caches() {
+		if b.list[i].CacheControl.marks(hour) || b.list[i].Content.caches(hour) {
 			return true
 		}
 	}
 	return false
 }
+
+// marks reports whether c marks a prefix for the cache (for an hour, with
+// hour).
+func (c *cacheControl) marks(hour bool) bool { return c != nil && (!hour || c.TTL == "1h") }
 
 // present reports whether a field is set: not missing, not null.
 func present(v jsontext.Value) bool { return len(v) > 0 && v.Kind() != 'n' }

@@ -106,6 +106,9 @@ type Prepared struct {
 	// cache (Anthropic's cache_control), whose writes bill dearer than
 	// input: only then can a usage that reports none have had some.
 	CacheWrites bool
+	// CacheWrites1h says some of them are for an hour (ttl "1h"), whose
+	// writes bill dearer still: only then are they reserved at that rate.
+	CacheWrites1h bool
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool
@@ -170,8 +173,8 @@ func (r *Request) Prepare(m *Model, up Upstream) (*Prepared, error) {
 	}
 	p.InputTokens = scale(in, m.TokenRatio)
 	p.InputAudioTokens = min(scale(audio, m.TokenRatio), p.InputTokens)
-	if c, ok := r.read.(interface{ caches() bool }); ok {
-		p.CacheWrites = c.caches()
+	if c, ok := r.read.(interface{ caches(hour bool) bool }); ok {
+		p.CacheWrites, p.CacheWrites1h = c.caches(false), c.caches(true)
 	}
 	if r.Endpoint == Embeddings {
 		if !m.Embedding {

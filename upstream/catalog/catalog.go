@@ -38,7 +38,9 @@ type Entry struct {
 	Input       int64 `json:"input,omitempty"`
 	CachedInput int64 `json:"cached_input,omitempty"`
 	CacheWrite  int64 `json:"cache_write,omitempty"`
-	Output      int64 `json:"output,omitempty"`
+	// CacheWrite1h is a one-hour cache write's rate (Anthropic: 2 × input).
+	CacheWrite1h int64 `json:"cache_write_1h,omitempty"`
+	Output       int64 `json:"output,omitempty"`
 	// Reasoning is the rate of reasoning tokens where it is not Output's.
 	Reasoning   int64 `json:"reasoning,omitempty"`
 	InputAudio  int64 `json:"input_audio,omitempty"`
@@ -60,11 +62,12 @@ type Entry struct {
 
 // Tier is the rates of a request whose input tokens are more than Above.
 type Tier struct {
-	Above       int64 `json:"above"`
-	Input       int64 `json:"input,omitempty"`
-	CachedInput int64 `json:"cached_input,omitempty"`
-	CacheWrite  int64 `json:"cache_write,omitempty"`
-	Output      int64 `json:"output,omitempty"`
+	Above        int64 `json:"above"`
+	Input        int64 `json:"input,omitempty"`
+	CachedInput  int64 `json:"cached_input,omitempty"`
+	CacheWrite   int64 `json:"cache_write,omitempty"`
+	CacheWrite1h int64 `json:"cache_write_1h,omitempty"`
+	Output       int64 `json:"output,omitempty"`
 }
 
 //go:embed models.json

@@ -21,7 +21,9 @@ import (
 type Usage struct {
 	Input, CachedInput, CacheWrite, Output, Reasoning int64
 	InputAudio, OutputAudio                           int64
-	Has                                               Figures
+	// CacheWrite1h is the part of CacheWrite written for an hour.
+	CacheWrite1h int64
+	Has          Figures
 }
 
 // Figures is a set of usage figures.
@@ -35,6 +37,7 @@ const (
 	HasReasoning
 	HasInputAudio
 	HasOutputAudio
+	HasCacheWrite1h
 )
 
 // Reported says the upstream reported a usage at all.
@@ -50,7 +53,7 @@ func (u *Usage) Update(later Usage) {
 		{HasInput, &u.Input, &later.Input}, {HasCachedInput, &u.CachedInput, &later.CachedInput},
 		{HasCacheWrite, &u.CacheWrite, &later.CacheWrite}, {HasOutput, &u.Output, &later.Output},
 		{HasReasoning, &u.Reasoning, &later.Reasoning}, {HasInputAudio, &u.InputAudio, &later.InputAudio},
-		{HasOutputAudio, &u.OutputAudio, &later.OutputAudio},
+		{HasOutputAudio, &u.OutputAudio, &later.OutputAudio}, {HasCacheWrite1h, &u.CacheWrite1h, &later.CacheWrite1h},
 	} {
 		if later.Has&f.bit != 0 {
 			*f.dst = *f.src
@@ -121,7 +124,7 @@ func ReadUsage(w Wire, raw []byte) (Usage, error) {
 	if u.Has != 0 {
 		u.Has |= absent[w] // a figure the wire has no field for is 0, and known to be
 	}
-	if u.CachedInput+u.CacheWrite+u.InputAudio > u.Input || u.Reasoning > u.Output || u.OutputAudio > u.Output {
+	if u.CachedInput+u.CacheWrite+u.InputAudio > u.Input || u.Reasoning > u.Output || u.OutputAudio > u.Output || u.CacheWrite1h > u.CacheWrite {
 		return Usage{}, errUsage
 	}
 	return u, nil
@@ -160,6 +163,8 @@ var layouts = map[Wire]map[string]map[string]Figures{
 	Anthropic: {
 		"": {"input_tokens": HasInput, "output_tokens": HasOutput,
 			"cache_creation_input_tokens": HasCacheWrite, "cache_read_input_tokens": HasCachedInput},
+		// The cache writes by TTL; the five-minute ones are the rest.
+		"cache_creation": {"ephemeral_1h_input_tokens": HasCacheWrite1h},
 	},
 	Gemini: {
 		"": {"promptTokenCount": HasInput, "toolUsePromptTokenCount": HasInput,
@@ -277,6 +282,8 @@ func (u *Usage) add(bit Figures, n int64) error {
 		u.InputAudio += n
 	case HasOutputAudio:
 		u.OutputAudio += n
+	case HasCacheWrite1h:
+		u.CacheWrite1h += n
 	}
 	u.Has |= bit
 	return nil
@@ -304,12 +311,14 @@ func integer(d *jsontext.Decoder) (int64, error) {
 
 // absent are the figures a wire has no field for: OpenAI does not bill
 // cache writes, Anthropic and Bedrock bill no audio and count thinking as
-// output, Gemini bills no cache writes by the token.
+// output, Gemini bills no cache writes by the token. Bedrock's one-hour
+// cache writes are not absent: it reports no TTL breakdown, so a request
+// that asked for an hour is charged its writes at the hour's rate.
 var absent = map[Wire]Figures{
-	OpenAI:    HasCacheWrite,
-	Responses: HasCacheWrite | HasInputAudio | HasOutputAudio,
+	OpenAI:    HasCacheWrite | HasCacheWrite1h,
+	Responses: HasCacheWrite | HasCacheWrite1h | HasInputAudio | HasOutputAudio,
 	Anthropic: HasReasoning | HasInputAudio | HasOutputAudio,
-	Gemini:    HasCacheWrite,
+	Gemini:    HasCacheWrite | HasCacheWrite1h,
 	Converse:  HasReasoning | HasInputAudio | HasOutputAudio,
 }
 
@@ -346,7 +355,7 @@ var errNoUsage = errors.New("convert: the answer reports no usage")
 // String names the figures: "input,output,cached_input".
 func (f Figures) String() string {
 	var names []string
-	for i, name := range [...]string{"input", "cached_input", "cache_write", "output", "reasoning", "input_audio", "output_audio"} {
+	for i, name := range [...]string{"input", "cached_input", "cache_write", "output", "reasoning", "input_audio", "output_audio", "cache_write_1h"} {
 		if f&(1<<i) != 0 {
 			names = append(names, name)
 		}

@@ -113,6 +113,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prompt := s.claudePrompt(&req)
+	cache := s.useCache(&req, prompt)
 	seed := seedOf(body)
 	ans := s.answer(s.counter(req.Model), seed, req.MaxTokens, req.ask())
 	n := min(int64(math.Ceil(float64(ans.tokens)*ClaudeFactor)), req.MaxTokens)
@@ -121,7 +122,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bill(req.Model, prompt, n)
 	s.surcharge(req.Model, messagesSurcharge(body, r.Header), prompt, n)
-	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, output: n, call: ans.call,
+	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, cache: cache, output: n, call: ans.call,
 		stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
 	if m.call != nil {
 		m.call.id = fmt.Sprintf("toolu_sim%016x", seed)
@@ -136,7 +137,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": m.id, "type": "message", "role": "assistant", "model": m.model,
 			"content": content, "stop_reason": m.stop, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": prompt, "output_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+			"usage": cache.usage(prompt, n),
 		})
 		return
 	}
@@ -170,6 +171,7 @@ func (s *Server) claudePrompt(req *messagesRequest) int64 {
 type claudeMessage struct {
 	model, id, text, stop string
 	prompt, output        int64
+	cache                 cacheUse
 	call                  *toolCall
 }
 
@@ -180,7 +182,7 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": m.id, "type": "message", "role": "assistant", "model": m.model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": m.prompt, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}) {
+		"usage": m.cache.usage(m.prompt, 1)}}) {
 		return
 	}
 	if m.call != nil {

@@ -88,6 +88,9 @@ type Server struct {
 	stats Stats
 	// accounts are the service accounts ServiceAccount issued, by email.
 	accounts map[string]*rsa.PublicKey
+	// cache is Anthropic's prompt cache: a marked prefix's key, until when
+	// it is kept (cache.go).
+	cache map[[32]byte]time.Time
 }
 
 // Stats is what the server has answered since it started.
@@ -114,6 +117,11 @@ type Reported struct {
 	// BilledPromptTokens and BilledCompletionTokens hold the tokens of a
 	// dearer tier or mode multiplied, at the list price.
 	BilledToolCalls int64
+	// CacheReadTokens, CacheWrite5mTokens and CacheWrite1hTokens are the
+	// parts of BilledPromptTokens Anthropic's prompt cache bills apart:
+	// read (0.1 × input), written for five minutes (1.25 ×) and for an
+	// hour (2 ×).
+	CacheReadTokens, CacheWrite5mTokens, CacheWrite1hTokens int64
 }
 
 // New returns a server.

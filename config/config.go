@@ -38,15 +38,21 @@ type Config struct {
 	// Bypass configures signed limit bypass for internal services.
 	Bypass Bypass `yaml:"bypass"`
 	// LedgerPath is the append-only JSON-lines file every settlement is
-	// written to (fsync'd, group commit); reports read it. Empty: none.
+	// written to (fsync'd, group commit); with the embedded store reports
+	// read it. With the Redis store it needs LedgerPostgres and is only
+	// this instance's local copy: it misses the other instances'
+	// settlements and the sweeps they make of this one's reservations.
+	// Empty: none.
 	LedgerPath string `yaml:"ledger_path"`
 	// LedgerPostgres is the PostgreSQL connection string (URL or key=value,
 	// write it as ${ENV_VAR}) of the production ledger; reports read its
-	// tollgate_ledger table. With the Redis store each settlement is written
-	// to a Redis Stream in the same script that settles it, and every
-	// instance moves the stream into the table; with the embedded store the
-	// ledger_path file is shipped to it. Idempotent by id, at least once.
-	// Empty: none.
+	// tollgate_ledger table. With the Redis store each settlement (and
+	// each sweep's charge, and a late settlement's correction of it) is
+	// written to a Redis Stream in the same script that settles it, and
+	// every instance moves the streams into the table through one consumer
+	// group; it is the one ledger every instance's reports read. With the
+	// embedded store the ledger_path file is shipped to it. Idempotent by
+	// id, at least once. Empty: none.
 	LedgerPostgres string `yaml:"ledger_postgres"`
 	// KeysPath is where the embedded store keeps API keys made through the
 	// admin API (JSON, hashes only). Empty: the admin API cannot make keys.

@@ -227,6 +227,17 @@ func (c *Config) validateStore(v *validator) {
 			v.addf("ledger_postgres", "needs ledger_path with the embedded store (the file is shipped to PostgreSQL)")
 		}
 	case "redis":
+		if c.LedgerPath != "" && c.LedgerPostgres == "" {
+			// Each instance's file would hold its own settlements only:
+			// a sweep of its reservation by another instance, and that
+			// instance's whole share, never reach it, and a late
+			// settlement's correction would reach it without the sweep
+			// it corrects. The one ledger on Redis is PostgreSQL.
+			v.addf("ledger_path", "alone is no ledger with store.kind redis: the file holds only this instance's settlements, "+
+				"not the other instances' nor their sweeps of its reservations, so its reports are wrong; "+
+				"add ledger_postgres, the one ledger every instance writes and reports read "+
+				"(ledger_path may stay beside it as this instance's local copy)")
+		}
 		r := c.Store.Redis
 		if len(r.Addrs) == 0 {
 			v.addf("store.redis.addrs", "lists no address")

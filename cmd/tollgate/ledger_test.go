@@ -28,10 +28,12 @@ import (
 
 // reseedConfig has a budget of every kind the ledger can rebuild — usd,
 // tokens and weighted requests, at org, team, key, user and model scope,
-// on a Tokyo calendar — and one it cannot (split by client IP).
+// on a Tokyo calendar — and one it cannot (split by client IP). The
+// ledger is PostgreSQL; the file is the instance's local copy.
 const reseedConfig = `
 store: {kind: redis, redis: {addrs: ["${REDIS}"]}}
 ledger_postgres: "${PG}"
+ledger_path: "${LEDGER}"
 route_costs: {/v1/chat/completions: 3}
 upstreams: [{name: sim, base_url: "${UPSTREAM}", models: [m]}]
 models: {m: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 50}}
@@ -72,7 +74,8 @@ func counters(t *testing.T, rdb *redis.Client) map[string]string {
 
 // Redis loses the budget counters; `tollgate ledger reseed` rebuilds every
 // one of them from the PostgreSQL ledger and the entries still in the Redis
-// stream, to the unit, and running it again changes nothing.
+// stream (not from the instance's ledger file), to the unit, and running it
+// again changes nothing.
 func TestLedgerReseed(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -83,7 +86,8 @@ func TestLedgerReseed(t *testing.T) {
 	}
 	up := httptest.NewServer(sim)
 	defer up.Close()
-	vars := map[string]string{"REDIS": srv.Addr, "PG": db.DSN, "UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey("tg-k1")}
+	localCopy := filepath.Join(t.TempDir(), "ledger.jsonl")
+	vars := map[string]string{"REDIS": srv.Addr, "PG": db.DSN, "UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey("tg-k1"), "LEDGER": localCopy}
 	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
 	src := reseedConfig
 	for k, v := range vars {
@@ -156,9 +160,14 @@ func TestLedgerReseed(t *testing.T) {
 	db.Unblock()
 
 	want := counters(t, rdb)
-	// Redis loses every counter (the stream survives).
+	// Redis loses every counter (the stream survives), and the instance
+	// its local copy of the ledger: on Redis the reseed reads PostgreSQL,
+	// the one ledger of every instance, not one instance's file.
 	for k := range want {
 		rdb.Del(context.Background(), k)
+	}
+	if err := os.Truncate(localCopy, 0); err != nil {
+		t.Fatal(err)
 	}
 
 	var out, errOut bytes.Buffer

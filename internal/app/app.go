@@ -187,7 +187,10 @@ func (a *App) gatewayOptions(m *metrics.Metrics) (gateway.Options, error) {
 }
 
 // openLedger opens the ledger file (and, on the embedded store, its
-// shipper to PostgreSQL) and hands it every settlement.
+// shipper to PostgreSQL) and hands it every settlement. On Redis the file
+// is this instance's local copy only: the ledger every instance reports
+// is PostgreSQL, which the Redis store's ledger streams feed with every
+// instance's entries, sweeps included (config refuses the file alone).
 func (a *App) openLedger() error {
 	if a.cfg.LedgerPath == "" {
 		return nil

@@ -117,12 +117,16 @@ func (a *App) Reseed(ctx context.Context, dryRun bool) (*ReseedReport, error) {
 }
 
 // ledgerSource is where the reseed reads the ledger: PostgreSQL beside
-// Redis, else the ledger file (with the embedded store the file is
-// complete; PostgreSQL, if configured, may not have every line of it yet).
+// Redis — a ledger_path file there is one instance's copy, without the
+// other instances' settlements or the sweeps they made —, else the ledger
+// file (with the embedded store the file is complete; PostgreSQL, if
+// configured, may not have every line of it yet).
 func (a *App) ledgerSource() (ledger.Source, error) {
 	switch {
 	case a.shared != nil && a.shared.pg != nil:
 		return a.shared.pg, nil
+	case a.shared != nil:
+		return nil, errors.New("no ledger to reseed from: with the Redis store the ledger is ledger_postgres")
 	case a.cfg.LedgerPath != "":
 		return ledger.FileSource(a.cfg.LedgerPath), nil
 	}

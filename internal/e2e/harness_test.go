@@ -109,7 +109,8 @@ type setup struct {
 	redisExtra string
 	// upstreamExtra is more YAML for the upstream (indented four spaces).
 	upstreamExtra string
-	// topExtra is more top-level YAML.
+	// topExtra is more top-level YAML; ${LEDGER} in it is a file of the
+	// instance's own in spoolDir (for ledger_path).
 	topExtra string
 	// pgDSN, if set, is the PostgreSQL ledger (ledger_postgres).
 	pgDSN string
@@ -165,7 +166,8 @@ func startWith(t testing.TB, su setup) *harness {
 	}
 	for i := range max(su.instances, 1) {
 		vars := map[string]string{"UPSTREAM": up.URL + "/v1", "KEY_HASH": policy.HashKey(testKey), "NARROW_HASH": policy.HashKey(narrowKey), "UNLIMITED_HASH": policy.HashKey(unlimitedKey),
-			"REDIS": su.redisAddr, "PG": su.pgDSN, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i))}
+			"REDIS": su.redisAddr, "PG": su.pgDSN, "SPOOL": filepath.Join(su.spoolDir, fmt.Sprintf("spool-%d.jsonl", i)),
+			"LEDGER": filepath.Join(su.spoolDir, fmt.Sprintf("ledger-%d.jsonl", i))}
 		a, err := app.New(apptest.Config(t, src, vars), log)
 		if err != nil {
 			t.Fatal(err)

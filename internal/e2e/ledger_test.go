@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/pgtest"
 	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
@@ -150,4 +154,141 @@ func TestPostgresLedgerThroughOutages(t *testing.T) {
 	}
 	t.Logf("%d served, %d refused while Redis was down, peak backlog %d; ledger %d rows = %d µ$ = Redis spent = upstream reported",
 		served.Load(), refused.Load(), backlog, rows, sum)
+}
+
+// Two instances on one Redis keep one ledger, PostgreSQL, and report it
+// alike. A request held at the upstream past its lease is swept by the
+// other instance (an expired entry, charged its reservation, written by
+// that instance's sweep) and then settles late on its own (a corrected
+// entry, actual − reserved): both reach the table through the Redis
+// streams, so every instance's report reads what the upstream billed —
+// not the correction alone, not one instance's share. Each instance also
+// keeps a ledger_path file: a local copy, which reports do not read (the
+// files together miss the sweep, which is why a file alone is refused
+// beside Redis).
+func TestOneLedgerForEveryInstanceThroughRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	db := pgtest.New(t)
+	hd := newHolder(t)
+	dir := t.TempDir()
+	h := startWith(t, setup{
+		teamLimits: monthlyTen,
+		sim:        simulated.Options{Before: hd.before},
+		// Exact reservations: the other instance sweeps the reservation
+		// record in Redis (a leased one is swept by its own instance).
+		redisAddr: srv.Addr, instances: 2, spoolDir: dir, pgDSN: db.DSN, redisExtra: "    exact: true\n",
+		topExtra: "lease: 1s\nledger_path: ${LEDGER}\n" +
+			"admin_tokens: [{name: cfo, hash: \"" + policy.HashKey(financeToken) + "\", role: finance}]\n",
+	})
+	late := hd.hold(t, func() error {
+		status, _, body, err := send(http.DefaultClient, h.urls[0], `{"model":"test-model","max_tokens":800,"messages":[{"role":"user","content":"HOLD on"}]}`)
+		if err == nil && status != 200 {
+			err = fmt.Errorf("%d %s", status, body)
+		}
+		return err
+	})
+	swept := 0
+	if !testkit.WaitFor(10*time.Second, func() bool {
+		n, err := h.apps[1].Engine().Store().Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		swept += n
+		return swept > 0
+	}) {
+		t.Fatal("the other instance swept nothing in 10 s")
+	}
+	hd.free()
+	if err := <-late; err != nil {
+		t.Fatalf("the late request: %v", err)
+	}
+	// files reads the instances' ledger files: their entries, in order.
+	files := func() (entries []budget.Entry) {
+		for i := range h.apps {
+			_ = ledger.Read(filepath.Join(dir, fmt.Sprintf("ledger-%d.jsonl", i)), func(e budget.Entry) error { entries = append(entries, e); return nil })
+		}
+		return entries
+	}
+	// The client has its answer before the gateway settles.
+	testkit.WaitFor(5*time.Second, func() bool { return len(files()) > 0 })
+	entries := files()
+	if len(entries) != 1 || entries[0].Outcome != "corrected" {
+		t.Fatalf("the ledger files hold %+v, want the late settlement's correction of the sweep", entries)
+	}
+	e := entries[0]
+
+	// table waits (up to 20 s) for the streams to be moved and the table
+	// to hold what the upstream billed, and returns the table's rows and
+	// total.
+	conn := db.Conn()
+	table := func() (rows, sum int64) {
+		t.Helper()
+		testkit.WaitFor(20*time.Second, func() bool {
+			left, lerr := h.rdb.XLen(ctx, "tg:{acme}:ledger").Result()
+			err := conn.QueryRow(ctx, `SELECT count(*), coalesce(sum(usd_micros), 0) FROM tollgate_ledger`).Scan(&rows, &sum)
+			return lerr == nil && err == nil && left == 0 && sum == h.reportedCost("test-model")
+		})
+		return rows, sum
+	}
+	month := time.Now().UTC().Format("2006-01")
+	// reported is an instance's report of the month, in µ$.
+	reported := func(url string) (usd int64) {
+		t.Helper()
+		status, body := adminCall(t, "GET", url+"/admin/v1/reports?month="+month+"&by=team", financeToken, "")
+		var rep struct {
+			Rows []struct {
+				USDMicros int64 `json:"usd_micros"`
+			} `json:"rows"`
+		}
+		if err := json.Unmarshal([]byte(body), &rep); status != 200 || err != nil {
+			t.Fatalf("report from %s: %d %s %v", url, status, body, err)
+		}
+		for _, r := range rep.Rows {
+			usd += r.USDMicros
+		}
+		return usd
+	}
+	billed := h.reportedCost("test-model")
+	if rows, sum := table(); rows != 2 || sum != billed {
+		t.Fatalf("the table holds %d rows, %d µ$; the upstream billed %d µ$ for the one request (want its expired entry and its correction)", rows, sum, billed)
+	}
+	var outcomes []string
+	if err := conn.QueryRow(ctx, `SELECT array_agg(outcome ORDER BY id) FROM tollgate_ledger WHERE id LIKE $1`, e.ReservationID+"%").Scan(&outcomes); err != nil ||
+		!slices.Equal(outcomes, []string{"expired", "corrected"}) {
+		t.Fatalf("the request's rows: %v %v, want the sweep's expired entry and the late correction", outcomes, err)
+	}
+	for i, u := range h.urls {
+		if usd := reported(u); usd != billed {
+			t.Errorf("instance %d reports %d µ$ for the late request; the upstream billed %d (its correction alone is %d)", i, usd, billed, e.Cost)
+		}
+	}
+
+	// Ordinary requests through both instances: the same total everywhere,
+	// what the upstream billed for all of them.
+	const more = 6
+	for i := range more {
+		if status, _, body, err := send(http.DefaultClient, h.urls[i%2], chatBody(i, i%2 == 0)); err != nil || status != 200 {
+			t.Fatalf("request %d: %d %s %v", i, status, body, err)
+		}
+	}
+	billed = h.reportedCost("test-model")
+	if rows, sum := table(); rows != 2+more || sum != billed {
+		t.Fatalf("the table holds %d rows, %d µ$; the upstream billed %d µ$ in %d requests", rows, sum, billed, 1+more)
+	}
+	for i, u := range h.urls {
+		if usd := reported(u); usd != billed {
+			t.Errorf("instance %d reports %d µ$; the upstream billed %d", i, usd, billed)
+		}
+	}
+
+	// The files: each instance's own settlements, the sweep in neither.
+	testkit.WaitFor(5*time.Second, func() bool { return len(files()) == 1+more })
+	var sum int64
+	entries = files()
+	for _, x := range entries {
+		sum += int64(x.Cost)
+	}
+	if len(entries) != 1+more || sum != billed-int64(e.Reserved) {
+		t.Fatalf("the files hold %d entries, %d µ$; want %d, %d (billed %d less the sweep's %d)", len(entries), sum, 1+more, billed-int64(e.Reserved), billed, e.Reserved)
+	}
 }

@@ -135,7 +135,7 @@ func TestDefaultRender(t *testing.T) {
 		given[e.Name] = e.Value // from a Secret: stand-ins below
 	}
 	given["TOLLGATE_LEDGER_DSN"] = "postgres://tollgate@pg:5432/tollgate"
-	_, err := config.Parse([]byte(cm.Data["tollgate.yaml"]), func(name string) (string, bool) {
+	cfg, err := config.Parse([]byte(cm.Data["tollgate.yaml"]), func(name string) (string, bool) {
 		v, ok := given[name]
 		if !ok {
 			t.Errorf("the config uses ${%s}, which the pod does not set", name)
@@ -148,8 +148,13 @@ func TestDefaultRender(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the chart's config: %v", err)
 	}
-	if !strings.Contains(cm.Data["tollgate.yaml"], "kind: redis") {
+	if cfg.Store.Kind != "redis" {
 		t.Error("many instances need the Redis store")
+	}
+	// The pods' reports must agree: one ledger, PostgreSQL, that every pod
+	// writes through Redis (a pod's ledger_path file is its own copy).
+	if cfg.LedgerPostgres == "" {
+		t.Error("the pods share no ledger: ledger_postgres is unset")
 	}
 }
 

@@ -64,20 +64,17 @@ func (a *alerter) check(ctx context.Context, cl *Call, res budget.Result) {
 
 // settled fires the thresholds a settlement's own spend crossed, at once:
 // each budget's settled spend is at least what it was at the reservation
-// plus this request's actual amount (others may have settled meanwhile, and
-// the next reservation sees them). With include_pending the reservation's
-// check is the one that counts.
+// plus this request's actual amount (settledStatus; others may have
+// settled meanwhile, and the next reservation sees them). With
+// include_pending the reservation's check is the one that counts.
 func (a *alerter) settled(ctx context.Context, cl *Call, actual budget.Amounts) {
 	if a == nil || a.pending || len(cl.reserved.Status) != len(cl.limits) {
 		return
 	}
 	for i, l := range cl.limits {
-		s := cl.reserved.Status[i]
-		if l.Kind != budget.Ceiling || s.Capacity <= 0 {
-			continue
+		if l.Kind == budget.Ceiling {
+			a.crossed(ctx, cl, l, cl.settledStatus(i, actual), false)
 		}
-		spent := s.Spent + actual.Of(l.Unit)
-		a.crossed(ctx, cl, l, budget.Status{Capacity: s.Capacity, Remaining: max(0, s.Capacity-spent), Spent: spent}, false)
 	}
 }
 

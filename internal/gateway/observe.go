@@ -19,24 +19,30 @@ func (g *Gateway) observeBudgets(cl *Call, res budget.Result) {
 }
 
 // observeSettled sets the utilisation of the budgets a served request was
-// charged to, once settled: what its reservation found, with its own hold
-// replaced by what it cost. An upstream that billed more than was reserved
-// shows at once — past 1 if it took the spend past the ceiling — not at
-// the next request. (Others' settlements since show at the next one.)
+// charged to, once settled (settledStatus): an upstream that billed more
+// than was reserved shows at once — past 1 if it took the spend past the
+// ceiling — not at the next request.
 func (g *Gateway) observeSettled(cl *Call, actual budget.Amounts) {
 	if cl.degraded != "" || len(cl.reserved.Status) != len(cl.limits) {
 		return // let through unreserved, or against a local share
 	}
 	for i := range cl.limits {
-		l, s := &cl.limits[i], cl.reserved.Status[i]
-		if l.Kind != budget.Ceiling {
-			continue
+		if l := &cl.limits[i]; l.Kind == budget.Ceiling {
+			g.observeBudget(cl, l, cl.settledStatus(i, actual))
 		}
-		s.Spent += actual.Of(l.Unit)
-		s.Held = max(0, s.Held-cl.estimate.Of(l.Unit))
-		s.Remaining = max(0, s.Capacity-s.Spent-s.Held)
-		g.observeBudget(cl, l, s)
 	}
+}
+
+// settledStatus is Ceiling i's status once cl is settled at actual, from
+// what its reservation found: this request's hold replaced by what it
+// cost. Others' settlements since show at the next reservation. Call it
+// with cl.reserved's statuses in hand.
+func (cl *Call) settledStatus(i int, actual budget.Amounts) budget.Status {
+	l, s := &cl.limits[i], cl.reserved.Status[i]
+	s.Spent += actual.Of(l.Unit)
+	s.Held = max(0, s.Held-cl.estimate.Of(l.Unit))
+	s.Remaining = max(0, s.Capacity-s.Spent-s.Held)
+	return s
 }
 
 // observeBudget sets l's gauge from its status s.

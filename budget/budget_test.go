@@ -138,6 +138,25 @@ func Example() {
 	// true
 }
 
+// An upstream billed more than was reserved: the spend passes the
+// ceiling, and is read as it is. Remaining stops at zero.
+func ExampleStatus_Used() {
+	store, _ := memstore.New(memstore.Options{})
+	engine := budget.NewEngine(store, time.Minute)
+	team := budget.Limit{Bucket: "team:ml", Name: "ml-monthly", Scope: budget.ScopeTeam,
+		Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: int64(budget.Dollar), Period: budget.Month}
+	ctx := context.Background()
+
+	r, _, _ := engine.Reserve(ctx, []budget.Limit{team}, budget.Amounts{Cost: 500_000, Requests: 1})
+	_, _ = engine.Settle(ctx, r, budget.Amounts{Cost: 2_890_000, Requests: 1})
+	st, _ := engine.Peek(ctx, []budget.Limit{team})
+	s := st[0]
+	fmt.Println(budget.Money(s.Used()).Dollars(), "of", budget.Money(s.Capacity).Dollars(), "used;",
+		budget.Money(s.Remaining).Dollars(), "left; ratio", float64(s.Used())/float64(s.Capacity))
+	// Output:
+	// $2.89 of $1.00 used; $0.00 left; ratio 2.89
+}
+
 func TestMoneyDollars(t *testing.T) {
 	for m, want := range map[budget.Money]string{
 		0: "$0.00", 1_200_500_000: "$1,200.50", 1_200: "$0.0012", 10 * budget.Dollar: "$10.00",

@@ -82,14 +82,26 @@ type Status struct {
 	// Capacity is the limit in force: the configured amount, or a ceiling
 	// set at run time.
 	Capacity  int64
-	Remaining int64 // units left; never negative
+	Remaining int64 // units that can still be taken; never negative
 	// Held is what a Ceiling's reservations in flight hold (this one's
-	// included, when allowed): Capacity - Remaining - Held is its settled
-	// spend.
+	// included, when allowed).
 	Held int64
-	// Spent is a Ceiling's or a Meter's settled spend in its period.
+	// Spent is a Ceiling's or a Meter's settled spend in its period, as
+	// it is: it can pass Capacity. A settlement may cost more than its
+	// reservation, spend let through while the store was away is charged
+	// when it answers, a late correction or a sweep charges what it
+	// charges, and finance may set a ceiling below what is spent. Only
+	// below the ceiling is it Capacity - Remaining - Held.
 	Spent      int64
 	ResetAfter time.Duration // until a Rate bucket is full again or a Ceiling's or Meter's period ends
+}
+
+// Used is what a limit has taken: a Ceiling's settled spend plus what
+// reservations in flight hold — past Capacity when the spend is, where
+// Remaining stops at zero —, a Meter's spend, and Capacity - Remaining
+// for the other kinds (which keep no Spent or Held).
+func (s Status) Used() int64 {
+	return max(s.Capacity-s.Remaining, s.Spent+s.Held)
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }

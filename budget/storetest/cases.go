@@ -1,7 +1,8 @@
 package storetest
 
-// This file holds the cases of run-time ceilings, meters, shadow limits,
-// the window algorithms and reservations split across a shard.
+// This file holds the cases of run-time ceilings, spend past a ceiling,
+// meters, shadow limits, the window algorithms and reservations split
+// across a shard.
 
 import (
 	"errors"
@@ -378,4 +379,59 @@ func sharded(t *testing.T, s budget.Backend, c *Clock) {
 	if got, want := remaining(t, s, team), int64(10*budget.Dollar-3*budget.Dollar-budget.Dollar/2); got != want {
 		t.Fatalf("budget after a late settlement: remaining %d, want %d", got, want)
 	}
+}
+
+// spendPastTheCeiling: settled spend can pass a ceiling — a settlement
+// that costs more than its reservation, a late settlement correcting a
+// sweep, finance setting a ceiling below what is spent — and every status
+// reports it as it is: Spent past Capacity, Remaining at zero.
+func spendPastTheCeiling(t *testing.T, s budget.Backend, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	status := func(what string, st budget.Status, want budget.Status, used budget.Money) {
+		t.Helper()
+		if st.Capacity != want.Capacity || st.Remaining != want.Remaining || st.Held != want.Held || st.Spent != want.Spent || st.Used() != int64(used) {
+			t.Fatalf("%s: capacity %d remaining %d held %d spent %d used %d; want %d %d %d %d %d",
+				what, st.Capacity, st.Remaining, st.Held, st.Spent, st.Used(), want.Capacity, want.Remaining, want.Held, want.Spent, used)
+		}
+	}
+	peekOne := func() budget.Status {
+		t.Helper()
+		st, err := s.Peek(ctx, []budget.Limit{team})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st[0]
+	}
+	d := int64(budget.Dollar)
+
+	mustReserve(t, s, "a", usd(3*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(6*budget.Dollar), budget.Settled) // the upstream billed more than the bound
+	if _, _, err := reserve(t, s, "b", 30*time.Second, usd(3*budget.Dollar), team); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(31 * time.Second)
+	if n, err := s.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep: n=%d err=%v, want 1", n, err)
+	}
+	mustSettle(t, s, "b", usd(6*budget.Dollar), budget.Corrected) // late, and more than the sweep charged
+	status("after $12 settled under $10", peekOne(), budget.Status{Capacity: 10 * d, Spent: 12 * d}, 12*budget.Dollar)
+
+	_, res, err := reserve(t, s, "c", time.Minute, usd(1), team)
+	if !errors.Is(err, budget.ErrExhausted) {
+		t.Fatalf("past the ceiling: err = %v, want ErrExhausted", err)
+	}
+	status("the refusal", res.Status[0], budget.Status{Capacity: 10 * d, Spent: 12 * d}, 12*budget.Dollar)
+
+	// Raised, a reservation holds $5; then cut below what is spent.
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, 20*d, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	res = mustReserve(t, s, "d", usd(5*budget.Dollar), team)
+	status("under $20", res.Status[0], budget.Status{Capacity: 20 * d, Remaining: 3 * d, Held: 5 * d, Spent: 12 * d}, 17*budget.Dollar)
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, 4*d, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	status("cut to $4", peekOne(), budget.Status{Capacity: 4 * d, Held: 5 * d, Spent: 12 * d}, 17*budget.Dollar)
+	mustSettle(t, s, "d", usd(5*budget.Dollar), budget.Settled)
+	status("$17 settled under $4", peekOne(), budget.Status{Capacity: 4 * d, Spent: 17 * d}, 17*budget.Dollar)
 }

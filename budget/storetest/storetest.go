@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"peek changes nothing", peek},
 		{"bad amounts are refused", badAmounts},
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
+		{"spend past the ceiling is reported as it is", spendPastTheCeiling},
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"raising a period's spend never lowers it", raiseSpent},

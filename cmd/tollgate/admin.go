@@ -259,7 +259,7 @@ func ceilingShow(args []string, stdout io.Writer) error {
 	if err := adminJSON(http.MethodGet, *base, *token, "/admin/v1/ceilings?"+q.Encode(), nil, &out); err != nil {
 		return err
 	}
-	rows := [][]string{{"BUDGET", "UNIT", "PERIOD", "RESETS", "CONFIGURED", "IN FORCE", "REMAINING"}}
+	rows := [][]string{{"BUDGET", "UNIT", "PERIOD", "RESETS", "CONFIGURED", "IN FORCE", "USED", "REMAINING"}}
 	for _, b := range out.Budgets {
 		inForce := human(b.Unit, b.InForce)
 		if b.Overridden {
@@ -268,7 +268,7 @@ func ceilingShow(args []string, stdout io.Writer) error {
 		if b.OverrideUntil != nil {
 			inForce += " until " + b.OverrideUntil.Format(time.RFC3339)
 		}
-		rows = append(rows, []string{b.Name, b.Unit, b.Period, b.ResetsAt.Format(time.RFC3339), human(b.Unit, b.Configured), inForce, human(b.Unit, b.Remaining)})
+		rows = append(rows, []string{b.Name, b.Unit, b.Period, b.ResetsAt.Format(time.RFC3339), human(b.Unit, b.Configured), inForce, human(b.Unit, b.Used), human(b.Unit, b.Remaining)})
 	}
 	return writeTable(stdout, rows, 4)
 }

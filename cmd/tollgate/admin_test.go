@@ -85,7 +85,7 @@ func TestReportAndCeilingCommands(t *testing.T) {
 	}
 	out.Reset()
 	if code := run(context.Background(), []string{"ceiling", "show", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml"}, &out, &errOut); code != 0 ||
-		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "$30.00* until ") {
+		!strings.Contains(out.String(), "usd-month") || !strings.Contains(out.String(), "$30.00* until ") || !strings.Contains(out.String(), " USED ") {
 		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()

@@ -158,7 +158,7 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 // refused until it ends), or by more than half (a slip of a digit) — or
 // nil. Raises and small cuts go through.
 func needsConfirming(l budget.Limit, s budget.Status, target int64) *Refusal {
-	used := s.Capacity - s.Remaining
+	used := s.Used()
 	var why string
 	switch {
 	case target >= s.Capacity:
@@ -288,16 +288,22 @@ type CeilingView struct {
 	Overridden bool   `json:"overridden"`
 	// OverrideUntil is when a temporary override lapses.
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
-	Remaining     int64      `json:"remaining"`
-	ResetsAt      time.Time  `json:"resets_at"`
+	// Used is the period's settled spend plus what reservations in
+	// flight hold, as it is: past InForce when the spend went past the
+	// ceiling (an upstream billed more than was reserved, or the ceiling
+	// was cut below it), where Remaining stops at zero.
+	Used      int64     `json:"used"`
+	Remaining int64     `json:"remaining"`
+	ResetsAt  time.Time `json:"resets_at"`
 }
 
 // ceilings answers GET /admin/v1/ceilings?org=O[&team=T][&key=K]: every
 // budget of the org (or of one team, or one key) with its configured amount, the amount in force
-// (a run-time ceiling, if one is set), what is left of it (settled and
-// reserved spend taken off) and when the period ends, in the budget's time
-// zone. Spend itself is read from /reports, which the ledger backs. A
-// viewer sees only its own teams; any other is a uniform 404.
+// (a run-time ceiling, if one is set), what is used (settled and reserved
+// spend, past the ceiling if it went there), what is left and when the
+// period ends, in the budget's time zone. Spend by team, model or key is
+// read from /reports, which the ledger backs. A viewer sees only its own
+// teams; any other is a uniform 404.
 func (a *API) ceilings(c echo.Context) error {
 	org, team, key := c.QueryParam("org"), c.QueryParam("team"), c.QueryParam("key")
 	if org == "" {
@@ -307,7 +313,7 @@ func (a *API) ceilings(c echo.Context) error {
 	if !ok || !sees(caller(c), org, team) {
 		return fail(c, http.StatusNotFound, "not_found", "No such org, team or key.")
 	}
-	out, _, err := a.ceilingViews(c.Request().Context(), limits)
+	out, err := a.ceilingViews(c.Request().Context(), limits)
 	if err != nil {
 		return err
 	}
@@ -318,12 +324,11 @@ func (a *API) ceilings(c echo.Context) error {
 	return c.JSON(http.StatusOK, view)
 }
 
-// ceilingViews are limits as GET /admin/v1/ceilings shows them, with the
-// statuses they were read from.
-func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]CeilingView, []budget.Status, error) {
+// ceilingViews are limits as GET /admin/v1/ceilings shows them.
+func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]CeilingView, error) {
 	statuses, err := a.engine.Peek(ctx, limits)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	now := a.now()
 	out := make([]CeilingView, len(limits))
@@ -331,15 +336,15 @@ func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]Ceilin
 		s := statuses[i]
 		_, until, overridden, err := a.engine.Override(ctx, l)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		out[i] = CeilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
 			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
-			Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
+			Used: s.Used(), Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
 		if !until.IsZero() {
 			u := until.UTC()
 			out[i].OverrideUntil = &u
 		}
 	}
-	return out, statuses, nil
+	return out, nil
 }

@@ -80,11 +80,10 @@ type teamRow struct {
 type budgetRow struct {
 	Org, Team string
 	CeilingView
-	Spent  int64 // settled and reserved in the period
 	Alerts []alertRow
 	// The amounts in the budget's unit, for people.
-	USD                      bool
-	HConfigured, HIn, HSpent string
+	USD                     bool
+	HConfigured, HIn, HUsed string
 }
 
 // historyRow is a change of one of the team's budgets, in its unit.
@@ -282,15 +281,14 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 // team with what they have used and the alerts of their period.
 func (a *API) budgetRows(ctx context.Context, org, team string) ([]budgetRow, error) {
 	limits, _, _ := a.budgets(org, team, "")
-	views, statuses, err := a.ceilingViews(ctx, limits)
+	views, err := a.ceilingViews(ctx, limits)
 	if err != nil {
 		return nil, err
 	}
 	rows := make([]budgetRow, len(limits))
 	for i, l := range limits {
-		used := statuses[i].Capacity - statuses[i].Remaining
-		rows[i] = budgetRow{Org: org, Team: team, CeilingView: views[i], Spent: used, USD: l.Unit == budget.Microdollars,
-			HConfigured: l.Format(l.Amount), HIn: l.Format(views[i].InForce), HSpent: l.Format(used)}
+		rows[i] = budgetRow{Org: org, Team: team, CeilingView: views[i], USD: l.Unit == budget.Microdollars,
+			HConfigured: l.Format(l.Amount), HIn: l.Format(views[i].InForce), HUsed: l.Format(views[i].Used)}
 		period := budget.PeriodID(l.Period, a.now(), l.Location)
 		for _, th := range a.cfg.Alerts.Thresholds {
 			n, _, err := a.engine.Count(ctx, l.Partition, policy.AlertFired(policy.AlertID(l, period, th)), 0, policy.AlertClaimTTL(l, a.now()))

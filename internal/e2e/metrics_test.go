@@ -12,21 +12,27 @@ import (
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
 
-// scrape reads /metrics as Prometheus would.
+// scrape reads the first instance's /metrics as Prometheus would.
 func (h *harness) scrape() map[string]*dto.MetricFamily {
 	h.t.Helper()
-	resp, err := http.Get(h.url + "/metrics")
+	return scrapeURL(h.t, h.url)
+}
+
+// scrapeURL reads the /metrics of the gateway at base as Prometheus would.
+func scrapeURL(t testing.TB, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		h.t.Fatalf("/metrics: %d", resp.StatusCode)
+		t.Fatalf("/metrics: %d", resp.StatusCode)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return fams
 }

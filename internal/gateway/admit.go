@@ -156,6 +156,12 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 	cl.outcome = "refused"
 	var refused *budget.RefusedError
 	if errors.As(err, &refused) {
+		if !degraded {
+			// A refusal reads the budgets as they are, so the gauges show
+			// spend that settled past a ceiling. (A local fallback's
+			// buckets are a share of them: not theirs to report.)
+			g.observeBudgets(cl, refused.Result)
+		}
 		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
 			"key", cl.principal.Key, "model", cl.model, "limit", refused.Limit.Bucket,
 			"estimate_usd_micros", int64(cl.estimate.Cost))

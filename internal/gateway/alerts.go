@@ -56,8 +56,8 @@ type Alert struct {
 
 // check looks at the budgets a reservation touched and fires the
 // thresholds their spend has passed. The store's answer tells each
-// budget's settled spend as of this reservation (capacity - remaining -
-// held): spend that other requests settled (or another instance) shows here.
+// budget's settled spend as of this reservation: spend that other requests
+// settled (or another instance) shows here.
 func (a *alerter) check(ctx context.Context, cl *Call, res budget.Result) {
 	if a == nil || len(res.Status) != len(cl.limits) {
 		return
@@ -69,20 +69,17 @@ func (a *alerter) check(ctx context.Context, cl *Call, res budget.Result) {
 
 // settled fires the thresholds a settlement's own spend crossed, at once:
 // each budget's settled spend is at least what it was at the reservation
-// plus this request's actual amount (others may have settled meanwhile, and
-// the next reservation sees them). With include_pending the reservation's
-// check is the one that counts.
+// plus this request's actual amount (settledStatus; others may have
+// settled meanwhile, and the next reservation sees them). With
+// include_pending the reservation's check is the one that counts.
 func (a *alerter) settled(ctx context.Context, cl *Call, actual budget.Amounts) {
 	if a == nil || a.pending || len(cl.reserved.Status) != len(cl.limits) {
 		return
 	}
 	for i, l := range cl.limits {
-		s := cl.reserved.Status[i]
-		if l.Kind != budget.Ceiling || s.Capacity <= 0 {
-			continue
+		if l.Kind == budget.Ceiling {
+			a.crossed(ctx, cl, l, cl.settledStatus(i, actual), false)
 		}
-		spent := s.Capacity - s.Remaining - s.Held + actual.Of(l.Unit)
-		a.crossed(ctx, cl, l, budget.Status{Capacity: s.Capacity, Remaining: max(0, s.Capacity-spent)}, false)
 	}
 }
 
@@ -112,9 +109,10 @@ func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budge
 	default:
 		return // per-user and per-model budgets would alert per user and model
 	}
-	used, basis := s.Capacity-s.Remaining-s.Held, "settled"
+	// As it is, past the ceiling too: over 100 % is 100 % crossed.
+	used, basis := s.Spent, "settled"
 	if a.pending {
-		used, basis = s.Capacity-s.Remaining, "settled_and_pending"
+		used, basis = s.Used(), "settled_and_pending"
 	}
 	if exhausted {
 		used = max(used, s.Capacity)

@@ -196,7 +196,8 @@ func mapError(err error) refusal {
 // happened: its spend is at the ceiling (exhausted: no retry until the
 // period ends); the request is larger than what remains (no retry as it
 // is; the body says the largest output cap that fits); reservations in
-// flight hold the rest (retry in seconds).
+// flight hold the rest (retry in seconds). What it says is spent is the
+// settled spend as it is, past the ceiling if it went there.
 func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	l := e.Limit
 	st := budget.Status{}
@@ -221,7 +222,7 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 		r.noRetry = true
 		r.reason = "budget_exhausted"
 		r.body = apiError{Type: "insufficient_quota", Code: "insufficient_quota",
-			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets when its %s ends.", l.Scope, l.Name, what(st.Capacity-st.Remaining-st.Held), what(st.Capacity), l.Period)}
+			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets when its %s ends.", l.Scope, l.Name, what(st.Spent), what(st.Capacity), l.Period)}
 	case errors.Is(e, budget.ErrOverBudget):
 		r.noRetry = true
 		r.reason = "budget_too_small_for_request"
@@ -233,7 +234,7 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 		info.Held = &held
 		r.reason = "budget_held"
 		r.body = apiError{Type: "rate_limit_error", Code: "budget_held_by_requests_in_flight",
-			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Remaining+held), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
+			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Capacity-st.Spent), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
 	case errors.Is(e, budget.ErrTooLarge):
 		r.noRetry = true
 		r.retryAfter = l.Window

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,60 @@ func TestTheErrorTable(t *testing.T) {
 		if r.status != c.status || r.body.Code != c.code || r.reason != c.reason {
 			t.Errorf("%v: status %d code %q reason %q; want %d %q %q", c.err, r.status, r.body.Code, r.reason, c.status, c.code, c.reason)
 		}
+	}
+}
+
+// A budget's refusal says what is spent as it is: past the ceiling when a
+// settlement cost more than its reservation, never the ceiling in its
+// place; a held budget has left what is unspent, not what it holds.
+func TestRefusalsSaySpendPastTheCeiling(t *testing.T) {
+	store, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := budget.NewEngine(store, time.Minute)
+	ctx := context.Background()
+	usd := func(v budget.Money) budget.Amounts { return budget.Amounts{Requests: 1, Cost: v} }
+	ceiling := func(name string) []budget.Limit {
+		return []budget.Limit{{Bucket: name, Name: name, Scope: budget.ScopeTeam, Kind: budget.Ceiling, Unit: budget.Microdollars, Amount: int64(10 * budget.Dollar), Period: budget.Month}}
+	}
+	spend := func(limits []budget.Limit, reserved, actual budget.Money) {
+		t.Helper()
+		r, _, err := e.Reserve(ctx, limits, usd(reserved))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Settle(ctx, r, usd(actual)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		desc  string
+		setup func(limits []budget.Limit)
+		code  string
+		want  string
+	}{
+		{"exhausted past the ceiling", func(limits []budget.Limit) {
+			spend(limits, 3*budget.Dollar, 12*budget.Dollar)
+		}, "insufficient_quota", "$12.00 of $10.00 is spent"},
+		{"held with spend and holds past the ceiling", func(limits []budget.Limit) {
+			if _, _, err := e.Reserve(ctx, limits, usd(4*budget.Dollar)); err != nil {
+				t.Fatal(err)
+			}
+			spend(limits, 2*budget.Dollar, 8*budget.Dollar)
+		}, "budget_held_by_requests_in_flight", "has $2.00 left, but requests in flight hold $4.00 of it"},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			limits := ceiling(c.desc)
+			c.setup(limits)
+			_, _, err := e.Reserve(ctx, limits, usd(budget.Dollar))
+			if err == nil {
+				t.Fatal("not refused")
+			}
+			r := mapError(err)
+			if r.body.Code != c.code || !strings.Contains(r.body.Message, c.want) {
+				t.Fatalf("%s: %q; want it to say %q", r.body.Code, r.body.Message, c.want)
+			}
+		})
 	}
 }

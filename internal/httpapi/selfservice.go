@@ -13,17 +13,21 @@ import (
 
 // budgetView is one limit as GET /v1/budget shows it to a key holder.
 type budgetView struct {
-	Scope     string    `json:"scope"`
-	Name      string    `json:"name"`
-	Kind      string    `json:"kind"`
-	Unit      string    `json:"unit"`
-	Limit     int64     `json:"limit"`
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Unit  string `json:"unit"`
+	Limit int64  `json:"limit"`
+	// Used is a budget's settled spend plus what requests in flight
+	// hold, as it is: past Limit when spend went past the ceiling.
+	// Remaining, what can still be taken, stops at zero.
 	Used      int64     `json:"used"`
 	Remaining int64     `json:"remaining"`
 	Period    string    `json:"period,omitempty"`
 	ResetsAt  time.Time `json:"resets_at"`
 	// Dollar figures for usd budgets, for people.
 	LimitUSD     string `json:"limit_usd,omitempty"`
+	UsedUSD      string `json:"used_usd,omitempty"`
 	RemainingUSD string `json:"remaining_usd,omitempty"`
 }
 
@@ -56,12 +60,12 @@ func (s *Server) ownBudget(c echo.Context) error {
 	for i, l := range limits {
 		s := st[i]
 		v := budgetView{Scope: l.Scope.String(), Name: l.Name, Kind: l.Kind.String(), Unit: l.Unit.String(),
-			Limit: s.Capacity, Used: s.Capacity - s.Remaining, Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).UTC().Truncate(time.Second)}
+			Limit: s.Capacity, Used: s.Used(), Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).UTC().Truncate(time.Second)}
 		if l.Kind == budget.Ceiling {
 			v.Period = l.Period.String()
 			v.ResetsAt = budget.PeriodEnd(l.Period, now, l.Location).UTC()
 			if l.Unit == budget.Microdollars {
-				v.LimitUSD, v.RemainingUSD = dollars(s.Capacity), dollars(s.Remaining)
+				v.LimitUSD, v.UsedUSD, v.RemainingUSD = dollars(s.Capacity), dollars(v.Used), dollars(s.Remaining)
 			}
 		}
 		out.Limits = append(out.Limits, v)

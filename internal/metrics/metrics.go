@@ -69,7 +69,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"team", "model", "kind"}),
 		BudgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_budget_utilization_ratio",
-			Help: "Share of a budget used or reserved (0..1+), as of the last request that touched it, by scope, team and budget name.",
+			Help: "Share of a budget spent or reserved (0..1+; above 1 when settled spend has passed the ceiling), as of the last request that touched it (admitted, refused or settled), by scope, team and budget name.",
 		}, []string{"scope", "team", "budget"}),
 		RateUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_rate_limit_utilization_ratio",

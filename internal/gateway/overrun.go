@@ -31,7 +31,7 @@ func (g *Gateway) overrun(ctx context.Context, cl *Call, e *budget.Entry, actual
 			}
 			// Settled as of the reservation, plus this charge: at least
 			// what the budget has spent now.
-			spent := s.Capacity - s.Remaining - s.Held + actual.Of(l.Unit)
+			spent := max(s.Spent, s.Capacity-s.Remaining-s.Held) + actual.Of(l.Unit)
 			if spent <= s.Capacity {
 				continue
 			}

@@ -96,15 +96,20 @@ func newBoundRigOn(t testing.TB, redisAddr string, opts simulated.Options) *boun
 var boundRoutes = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages", "/v1/responses"}
 
 // billed is what the upstream has billed so far, in µ$.
-func (r *boundRig) billed() int64 {
+// billedSince is what a simulated upstream billed between two readings
+// of its usage (one request's worth), in µ$: every prompt token at its
+// model's input price, every generated one at its output price, every
+// server-tool call at toolFee — and Claude's prompt cache ($3 input) by
+// Anthropic's rule: reads at 0.1 ×, five-minute writes at 1.25 ×,
+// one-hour writes at 2 ×, each part rounded up.
+func billedSince(before, after map[string]simulated.Reported) int64 {
 	var n int64
-	for model, u := range r.sim.Stats().Usage {
-		p := prices[model]
-		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1] + u.BilledToolCalls*toolFee
-		// Claude's prompt cache bills its parts apart from the plain
-		// input: reads at 0.1 ×, five-minute writes at 1.25 ×, one-hour
-		// writes at 2 × (in hundredths of a µ$ a token, the input's 300).
-		n += (u.CacheReadTokens*(30-300) + u.CacheWrite5mTokens*(375-300) + u.CacheWrite1hTokens*(600-300)) / 100
+	for model, a := range after {
+		b, p := before[model], prices[model]
+		n += (a.BilledPromptTokens-b.BilledPromptTokens)*p[0] + (a.BilledCompletionTokens-b.BilledCompletionTokens)*p[1] +
+			(a.BilledToolCalls-b.BilledToolCalls)*toolFee
+		read, w5, w1h := a.CacheReadTokens-b.CacheReadTokens, a.CacheWrite5mTokens-b.CacheWrite5mTokens, a.CacheWrite1hTokens-b.CacheWrite1hTokens
+		n += (read*30+99)/100 - read*3 + (w5*375+99)/100 - w5*3 + w1h*3
 	}
 	return n
 }
@@ -115,7 +120,7 @@ func (r *boundRig) billed() int64 {
 // returns the answer.
 func (r *boundRig) check(t testing.TB, route string, body []byte, h http.Header) *httptest.ResponseRecorder {
 	t.Helper()
-	before := r.billed()
+	before := r.sim.Stats().Usage
 	r.mu.Lock()
 	r.entries = r.entries[:0]
 	r.mu.Unlock()
@@ -129,7 +134,7 @@ func (r *boundRig) check(t testing.TB, route string, body []byte, h http.Header)
 	r.handler.ServeHTTP(w, req)
 	// A settlement may finish after the response (on Redis it does).
 	testkit.WaitFor(10*time.Second, func() bool { return r.app.Gateway().Settling() == 0 })
-	cost := r.billed() - before
+	cost := billedSince(before, r.sim.Stats().Usage)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var reserved int64

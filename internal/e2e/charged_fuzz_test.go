@@ -147,16 +147,6 @@ func newFaultRig(t testing.TB) *faultRig {
 	return r
 }
 
-// billed is what the simulated upstream billed so far, in µ$.
-func (r *faultRig) billed() int64 {
-	var n int64
-	for model, u := range r.up.sim.Stats().Usage {
-		p := prices[model]
-		n += u.BilledPromptTokens*p[0] + u.BilledCompletionTokens*p[1] + u.BilledToolCalls*toolFee
-	}
-	return n
-}
-
 // check sends body to route under fault f and holds forwarded-means-charged:
 // what the upstream billed for it is what the ledger recorded where the
 // gateway learned the usage ("reported", "drained"), and at most the
@@ -164,7 +154,7 @@ func (r *faultRig) billed() int64 {
 // forwarded is neither billed nor charged.
 func (r *faultRig) check(t testing.TB, route string, body []byte, f fault) (settlements []string) {
 	t.Helper()
-	before := r.billed()
+	before := r.up.sim.Stats().Usage
 	r.mu.Lock()
 	r.entries = r.entries[:0]
 	r.mu.Unlock()
@@ -200,7 +190,7 @@ func (r *faultRig) check(t testing.TB, route string, body []byte, f fault) (sett
 		return r.app.Gateway().Settling() == 0 && (n > 0 || status >= 400 && status < 500 && status != 499)
 	})
 	r.up.idle()
-	cost := r.billed() - before
+	cost := billedSince(before, r.up.sim.Stats().Usage)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var recorded, reserved int64

@@ -467,6 +467,13 @@ type Model struct {
 	// model counted with its own encoding, else 1.35. Tune it with
 	// tollgate_estimate_actual_ratio.
 	TokenRatio float64 `yaml:"token_ratio"`
+	// DigitTokens counts every digit of the input as a token of its own,
+	// on top of the BPE count (which groups up to three digits in one),
+	// before token_ratio scales it: for a model whose tokenizer splits numbers into digits, so
+	// that a prompt of digits is bounded at least at what it bills.
+	// Default true for Gemini and Gemma models; set it for others whose
+	// tokenizer does the same (Llama 2, Mistral).
+	DigitTokens *bool `yaml:"digit_tokens"`
 	// MaxOutputTokens is the model's own output limit; a request asking for
 	// more is refused.
 	MaxOutputTokens int64 `yaml:"max_output_tokens"`

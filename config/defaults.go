@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/upstream/catalog"
@@ -201,6 +202,11 @@ func (m Model) withDefaults(name string) Model {
 		if m.Foreign {
 			m.TokenRatio = DefaultForeignTokenRatio
 		}
+	}
+	if m.DigitTokens == nil {
+		lower := strings.ToLower(name)
+		split := m.Provider == "gemini" || strings.Contains(lower, "gemini") || strings.Contains(lower, "gemma")
+		m.DigitTokens = &split
 	}
 	if m.ImageTokens == 0 && !m.Embedding {
 		if high, low, ok := imageBound(name); ok {

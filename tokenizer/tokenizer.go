@@ -33,6 +33,9 @@ type Counter struct {
 	name  string
 	fast  *fast // o200k_base and cl100k_base; nil: tiktoken-go counts
 	cache *countCache
+	// bpe, for a counter made by SplitDigits, is the encoding's own
+	// counter, whose count this one adds the digits to.
+	bpe *Counter
 
 	encOnce sync.Once
 	enc     *tiktoken.Tiktoken // the reference: Encode, Decode, other encodings
@@ -74,8 +77,43 @@ func Load(encoding string) (*Counter, error) {
 	return c, nil
 }
 
+// SplitDigits returns the counter of c's encoding for a model whose
+// tokenizer makes every digit a token of its own (Gemini's and Gemma's
+// SentencePiece, Llama 2's, Mistral's): it counts each ASCII digit as one
+// more token on top of the BPE count, which groups up to three digits in
+// one. A run of n digits then counts at least n, as such a model bills
+// it, however the rest of the text is scaled. It has its own cache.
+func (c *Counter) SplitDigits() *Counter {
+	if c.bpe != nil {
+		return c
+	}
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	key := c.name + "+digits"
+	if d, ok := loaded[key]; ok {
+		return d
+	}
+	d := &Counter{name: key, cache: newCountCache(defaultCacheEntries), bpe: c}
+	loaded[key] = d
+	return d
+}
+
+// digits is how many ASCII digits s holds.
+func digits(s string) int64 {
+	n := int64(0)
+	for i := 0; i < len(s); i++ {
+		if s[i]-'0' <= 9 {
+			n++
+		}
+	}
+	return n
+}
+
 // reference is tiktoken-go's encoder of c's encoding, loaded on first use.
 func (c *Counter) reference() (*tiktoken.Tiktoken, error) {
+	if c.bpe != nil {
+		return c.bpe.reference()
+	}
 	c.encOnce.Do(func() {
 		c.enc, c.encErr = tiktoken.GetEncoding(c.name)
 		if c.encErr != nil {
@@ -117,6 +155,9 @@ func (c *Counter) Count(s string) int64 {
 
 // count is s's token count, uncached.
 func (c *Counter) count(s string) int64 {
+	if c.bpe != nil {
+		return c.bpe.Count(s) + digits(s)
+	}
 	if c.fast != nil {
 		return c.fast.count(s)
 	}

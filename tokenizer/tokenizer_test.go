@@ -166,3 +166,26 @@ func TestLongRunsAreBoundedByBytes(t *testing.T) {
 		t.Errorf("a megabyte of letters counts %d", got)
 	}
 }
+
+// A counter for a tokenizer that splits numbers into digits counts a run
+// of n digits as at least n tokens, and text without digits as BPE does.
+func TestSplitDigitsCountsEveryDigit(t *testing.T) {
+	c, err := tokenizer.Load("o200k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.SplitDigits()
+	if d.SplitDigits() != d || c.SplitDigits() != d {
+		t.Fatal("SplitDigits is not one counter per encoding")
+	}
+	digits := strings.Repeat("1234567890", 2000)
+	if n := d.Count(digits); n < 20000 || n != c.Count(digits)+20000 {
+		t.Fatalf("20,000 digits counted %d (BPE %d)", n, c.Count(digits))
+	}
+	if text := "no numbers here, only words"; d.Count(text) != c.Count(text) {
+		t.Fatalf("text without digits: %d, BPE %d", d.Count(text), c.Count(text))
+	}
+	if got := d.Decode(d.Encode("x 42")); got != "x 42" {
+		t.Fatalf("round trip %q", got)
+	}
+}

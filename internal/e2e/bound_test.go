@@ -43,13 +43,15 @@ const toolFee = 10_000
 
 // prices are µ$ per input and output token of each model in boundConfig.
 var prices = map[string][2]int64{"test-model": {1, 2}, "gpt-4o": {2, 8}, "gpt-4o-mini": {1, 1},
-	"text-embedding-3-small": {1, 0}, "gpt-3.5-turbo-instruct": {1, 2}, claude: {3, 15}}
+	"text-embedding-3-small": {1, 0}, "gpt-3.5-turbo-instruct": {1, 2}, claude: {3, 15}, "gemini-2.5-flash": {1, 2}}
 
 const boundConfig = `
 upstreams:
   - {name: sim, base_url: "${UPSTREAM}", api_key: k, models: [test-model, gpt-4o, gpt-4o-mini, text-embedding-3-small, gpt-3.5-turbo-instruct]}
   - {name: claude, kind: anthropic, base_url: "${UPSTREAM}", api_key: k, models: [` + claude + `]}
+  - {name: gemini, kind: gemini, base_url: "${UPSTREAM}beta", api_key: k, models: [gemini-2.5-flash]}
 models:
+  gemini-2.5-flash: {input: "$1", output: "$2", max_output_tokens: 65535}
   test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100, image_tokens: 1445}
   gpt-4o:     {encoding: o200k_base, input: "$2", output: "$8", max_output_tokens: 16384}
   gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}
@@ -179,6 +181,7 @@ var seeds = [][2]string{
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"system":"terse","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}]}`},
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"stream":true,"messages":[{"role":"user","content":"stream to me"}]}`},
 	{"/v1/responses", `{"model":"test-model","input":"hello","max_output_tokens":30}`},
+	{"/v1/chat/completions", `{"model":"gemini-2.5-flash","max_tokens":20,"messages":[{"role":"user","content":"sum 1234567890 and 2718281828"}]}`},
 	// A manual cached for an hour, then a note for five minutes: long
 	// enough for the provider to cache (1,024 tokens).
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":60,"system":[{"type":"text","text":"` + strings.Repeat("Reserve first, settle after. ", 300) +
@@ -336,6 +339,13 @@ func mutateValue(rng *rand.Rand, v any, depth int) any {
 		case op == 4 && depth == 0: // a field that bills beyond the tokens
 			f := paid[rng.IntN(len(paid))]
 			x[f.name] = f.value
+		case op == 6 && (x["content"] != nil || x["text"] != nil): // a run of digits, which some tokenizers split one by one
+			run := strings.Repeat("9081726354", 400)[:1+rng.IntN(4000)]
+			if _, ok := x["text"].(string); ok {
+				x["text"] = run
+			} else {
+				x["content"] = run
+			}
 		case op == 5 && x["text"] != nil: // a cache breakpoint, for five minutes or an hour
 			x["cache_control"] = map[string]any{"type": "ephemeral", "ttl": []string{"5m", "1h"}[rng.IntN(2)]}
 		case op == 3: // more images

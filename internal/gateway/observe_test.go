@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,12 +103,21 @@ func TestAnOverbilledSettlementIsObservedAtOnce(t *testing.T) {
 	if g := testutil.ToFloat64(f.metrics.BudgetUsed.WithLabelValues("team", "ml", "usd-month")); g != 2008.0/1000 {
 		t.Fatalf("gauge %v once settled, want 2008/1000 = %v", g, 2008.0/1000)
 	}
-	select {
-	case a := <-hooks:
-		if a.Threshold != 100 || a.Used != 2008 || a.Limit != 1000 || a.Basis != "settled" {
-			t.Fatalf("the alert says %d %% at %d of %d (%s), want 100 %% at 2008 of 1000 settled: %q", a.Threshold, a.Used, a.Limit, a.Basis, a.Text)
+	// Two alerts, in either order: the 100 % threshold, and the overrun
+	// (the settlement charged past its reservation).
+	kinds := map[string]gateway.Alert{}
+	for range 2 {
+		select {
+		case a := <-hooks:
+			kinds[a.Kind] = a
+		case <-time.After(10 * time.Second):
+			t.Fatalf("alerts %+v, want a threshold and an overrun", kinds)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no 100 % alert")
+	}
+	if a := kinds["threshold"]; a.Threshold != 100 || a.Used != 2008 || a.Limit != 1000 || a.Basis != "settled" {
+		t.Fatalf("the alert says %d %% at %d of %d (%s), want 100 %% at 2008 of 1000 settled: %q", a.Threshold, a.Used, a.Limit, a.Basis, a.Text)
+	}
+	if a := kinds["overrun"]; a.Used != 2008 || !strings.Contains(a.Text, "past the ceiling") {
+		t.Fatalf("the overrun alert: %+v", a)
 	}
 }

@@ -166,6 +166,9 @@ func modelAt(c *config.Config, u config.Upstream, name string, pass *bound.Pass)
 	if err != nil {
 		return bound.Model{}, fmt.Errorf("gateway: model %s: %w", name, err)
 	}
+	if m.DigitTokens != nil && *m.DigitTokens {
+		counter = counter.SplitDigits()
+	}
 	preset := catalog.Presets[u.Preset]
 	return bound.Model{Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, AudioTokensPerSecond: m.AudioTokensPerSecond,

@@ -194,13 +194,26 @@ func (req *geminiRequest) ask() ask {
 }
 
 // geminiPrompt is what Gemini bills a request's input as: its text, tool
-// calls, results and declarations scaled by GeminiFactor, and each image.
+// calls, results and declarations scaled by GeminiFactor but for their
+// digits, a token each, and each image.
 func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 	c := s.counter(model)
-	var bpe, images int64
+	var bpe, digits, images int64
+	// Gemini's tokenizer makes every digit a token: a text's digits are
+	// counted one by one, the rest of it as BPE × GeminiFactor.
+	text := func(t string) {
+		d := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				digits++
+				return -1
+			}
+			return r
+		}, t)
+		bpe += c.Count(d)
+	}
 	count := func(parts []geminiPart) {
 		for _, p := range parts {
-			bpe += c.Count(p.Text)
+			text(p.Text)
 			switch {
 			case p.InlineData != nil && p.InlineData.MimeType == "application/pdf":
 				images += geminiPDFPage * pdfPageCount(p.InlineData.Data)
@@ -208,10 +221,10 @@ func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 				images += geminiImageTokens
 			}
 			if p.FunctionCall != nil {
-				bpe += c.Count(p.FunctionCall.Name + string(p.FunctionCall.Args))
+				text(p.FunctionCall.Name + string(p.FunctionCall.Args))
 			}
 			if p.FunctionResponse != nil {
-				bpe += c.Count(p.FunctionResponse.Name + string(p.FunctionResponse.Response))
+				text(p.FunctionResponse.Name + string(p.FunctionResponse.Response))
 			}
 		}
 	}
@@ -224,8 +237,8 @@ func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 	}
 	for _, t := range req.Tools {
 		for _, f := range t.FunctionDeclarations {
-			bpe += c.Count(f.Name + f.Description + string(f.ParametersJSONSchema) + string(f.Parameters))
+			text(f.Name + f.Description + string(f.ParametersJSONSchema) + string(f.Parameters))
 		}
 	}
-	return int64(math.Ceil(float64(bpe)*GeminiFactor)) + images
+	return int64(math.Ceil(float64(bpe)*GeminiFactor)) + digits + images
 }

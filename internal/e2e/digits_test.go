@@ -1,0 +1,95 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/redistest"
+	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
+	"github.com/tollgate-dev/tollgate/policy"
+	"github.com/tollgate-dev/tollgate/upstream/simulated"
+)
+
+// Gemini's tokenizer makes every digit a token; BPE groups three in one.
+// A prompt of 202,000 digits counted as BPE × 1.35 was bounded at ~91k
+// tokens, billed ≥ 202k and crossed the 200k price tier: 4.4 × its
+// reservation. By default a Gemini model counts digits one by one on top
+// of the BPE count, so the reservation holds; digit_tokens: false (the
+// calibrated count alone) shows what it prevents: the same prompt charged
+// past its reservation, an overrun.
+func TestAGeminiPromptOfDigitsIsBoundedByItsDigits(t *testing.T) {
+	for _, store := range chargeStores {
+		t.Run(store, func(t *testing.T) {
+			sim, err := simulated.New(simulated.Options{APIKey: "k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := httptest.NewServer(sim)
+			t.Cleanup(up.Close)
+			src := `
+upstreams:
+  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: k, models: [gemini-2.5-pro, gemini-2.5-flash]}
+models:
+  gemini-2.5-flash: {digit_tokens: false}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
+`
+			vars := map[string]string{}
+			if store == "redis" {
+				vars["REDIS"] = redistest.Start(t).Addr
+				vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
+				src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n" + src
+			}
+			a := apptest.New(t, src, vars)
+			stop := a.Background(context.Background())
+			var mu sync.Mutex
+			var entries []budget.Entry
+			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
+			srv := httptest.NewServer(a.Handler())
+			t.Cleanup(func() { srv.Close(); stop(); _ = a.Close() })
+
+			digits := strings.Repeat("3141592653", 20_200)
+			for _, model := range []string{"gemini-2.5-pro", "gemini-2.5-flash"} {
+				status, body := callAs(t, testKey, http.MethodPost, srv.URL+"/v1/chat/completions",
+					`{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":"`+digits+`"}]}`)
+				if status != 200 {
+					t.Fatalf("%s: %d %s", model, status, body)
+				}
+			}
+			got := waitEntries(t, &mu, &entries, 2)
+			byModel := map[string]budget.Entry{}
+			for _, e := range got {
+				byModel[e.Model] = e
+			}
+			billed := sim.Stats().Usage
+			pro, flash := byModel["gemini-2.5-pro"], byModel["gemini-2.5-flash"]
+			if pro.Usage.Estimated || pro.Usage.InputTokens != billed["gemini-2.5-pro"].BilledPromptTokens || pro.Usage.InputTokens < 202_000 {
+				t.Fatalf("gemini-2.5-pro settled at %+v; the upstream billed %d prompt tokens", pro.Usage, billed["gemini-2.5-pro"].BilledPromptTokens)
+			}
+			// Past 200k input tokens the whole request bills at the tier:
+			// $2.50 in, $15 out per 1M.
+			if want := (pro.Usage.InputTokens*2_500_000+999_999)/1_000_000 + pro.Usage.OutputTokens*15; int64(pro.Cost) != want {
+				t.Errorf("gemini-2.5-pro charged %d µ$, the tier's rule gives %d", pro.Cost, want)
+			}
+			if pro.Cost > pro.Reserved {
+				t.Errorf("gemini-2.5-pro (digits counted one by one) charged %d µ$ past its reservation of %d", pro.Cost, pro.Reserved)
+			}
+			if flash.Usage.InputTokens != billed["gemini-2.5-flash"].BilledPromptTokens || flash.Cost <= flash.Reserved {
+				t.Errorf("gemini-2.5-flash (digit_tokens: false) charged %d µ$ of %d reserved for %d tokens: want the calibrated count to fall short",
+					flash.Cost, flash.Reserved, flash.Usage.InputTokens)
+			}
+			t.Logf("%s: 202,000 digits billed as %d tokens; reserved %d µ$ and charged %d by default; reserved %d and charged %d (%.1f×) with digit_tokens: false",
+				store, pro.Usage.InputTokens, pro.Reserved, pro.Cost, flash.Reserved, flash.Cost, float64(flash.Cost)/float64(flash.Reserved))
+		})
+	}
+}

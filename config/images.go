@@ -37,8 +37,11 @@ func pdfPageBound(model string) int64 {
 //     multiplier (gpt-4.1-mini and gpt-5 mini models 1.62, nano models 2.46,
 //     o4-mini and codex-mini 1.72); detail has no effect. Full gpt-5 models
 //     take up to 2,500 patches at 1.2: 3,000.
-//   - Claude: an image is scaled to at most 1.15 megapixels, about 1,600
-//     tokens.
+//   - Claude up to Opus 4.6, Sonnet 4.x and Haiku 4.x: an image is scaled
+//     to at most 1.15 megapixels, about 1,600 tokens. Later ones (Opus 4.7
+//     and on, Sonnet 5, Haiku 5.5, Fable — and any Claude not known to be
+//     older) take images of up to 2,576 px: 28 px patches, at most 4,784,
+//     and 3 tokens for the image block: 4,787.
 //   - Gemini: 258 tokens an image of at most 384 px a side, else 258 per
 //     768 px tile of the image scaled to fit 3,072 px: at most 16 tiles,
 //     4,128 (Gemini 3's media resolutions stay below that: 1,120 high).
@@ -59,8 +62,10 @@ func imageBound(model string) (high, low int64, ok bool) {
 		return false
 	}
 	switch {
-	case has("claude"):
+	case has("claude") && standardClaude(m):
 		return 1600, 0, true
+	case has("claude"):
+		return 4787, 0, true
 	case has("gemini"):
 		return 4128, 0, true
 	case has("gpt-4o-mini"):
@@ -79,4 +84,23 @@ func imageBound(model string) (high, low int64, ok bool) {
 		return 1275, 75, true
 	}
 	return 0, 0, false
+}
+
+// standardClaude reports whether the Claude model m (lower case) is one of
+// those that scale images to 1.15 megapixels: Claude 3, Claude 4 up to
+// Opus 4.6, Sonnet 4.x, Haiku 4.x. A model not known to be one is taken as
+// high-resolution: its bound is the larger.
+func standardClaude(m string) bool {
+	for _, family := range []string{"claude-3", "claude-4-", "sonnet-4", "haiku-4", "haiku-3"} {
+		if strings.Contains(m, family) {
+			return true
+		}
+	}
+	// Opus 4, 4.1, 4.5, 4.6 — "opus-4-2025…" is Opus 4 with its date.
+	for _, v := range []string{"opus-4-1", "opus-4-5", "opus-4-6", "opus-4-2"} {
+		if strings.Contains(m, v) {
+			return true
+		}
+	}
+	return strings.HasSuffix(m, "opus-4") || strings.Contains(m, "opus-4@") || strings.Contains(m, "opus-4-v")
 }

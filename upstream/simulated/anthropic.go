@@ -48,8 +48,9 @@ func (req *messagesRequest) ask() ask {
 	return a
 }
 
-// anthropicText is the text of a content field, and what its images cost.
-func anthropicText(raw json.RawMessage) (string, int64) {
+// anthropicText is the text of a content field, and what its images cost
+// (high: on a high-resolution model).
+func anthropicText(raw json.RawMessage, high bool) (string, int64) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, 0
@@ -71,7 +72,7 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 		b.WriteString(x.Text)
 		switch x.Type {
 		case "image":
-			images += claudeImageTokens(x.Source.Data)
+			images += claudeImageTokens(x.Source.Data, high)
 		case "document":
 			if x.Source.MediaType == "application/pdf" {
 				images += claudePDFPage * pdfPageCount(x.Source.Data)
@@ -81,7 +82,7 @@ func anthropicText(raw json.RawMessage) (string, int64) {
 		case "tool_use":
 			b.WriteString(x.Name + compact(x.Input))
 		case "tool_result":
-			text, img := anthropicText(x.Content)
+			text, img := anthropicText(x.Content, high)
 			b.WriteString(text)
 			images += img
 		}
@@ -150,11 +151,11 @@ func (s *Server) claudePrompt(req *messagesRequest) int64 {
 	c := s.counter(req.Model)
 	var bpe, images int64
 	if len(req.System) > 0 {
-		text, img := anthropicText(req.System)
+		text, img := anthropicText(req.System, claudeHighRes(req.Model))
 		bpe, images = c.Count(text), img
 	}
 	for _, m := range req.Messages {
-		text, img := anthropicText(m.Content)
+		text, img := anthropicText(m.Content, claudeHighRes(req.Model))
 		bpe += 3 + c.Count(text)
 		images += img
 	}

@@ -72,7 +72,7 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 			tokens: int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images, ttl: ttl})
 	}
 	block := func(raw json.RawMessage) {
-		text, img := anthropicText(json.RawMessage("[" + string(raw) + "]"))
+		text, img := anthropicText(json.RawMessage("["+string(raw)+"]"), claudeHighRes(req.Model))
 		bpe, images = bpe+c.Count(text), images+img
 		seen.Write(raw)
 		mark(raw)
@@ -80,7 +80,7 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 	content := func(raw json.RawMessage) {
 		var list []json.RawMessage
 		if json.Unmarshal(raw, &list) != nil { // a string: no breakpoint in it
-			text, _ := anthropicText(raw)
+			text, _ := anthropicText(raw, false)
 			bpe += c.Count(text)
 			seen.Write(raw)
 			return

@@ -44,9 +44,25 @@ func openAIImageTokens(model, url, detail string) int64 {
 
 // claudeImageTokens bills an image as Anthropic documents: width × height /
 // 750, after scaling to at most 1568 px on the long edge and 1.15
-// megapixels; an image by URL is taken at the largest.
-func claudeImageTokens(data string) int64 {
+// megapixels; an image by URL is taken at the largest. On a high-resolution
+// model (high: Claude Opus 4.7 and later, Sonnet 5, Haiku 5.5, Fable) it
+// is ⌈w/28⌉ × ⌈h/28⌉ patches after fitting 2,576 px on the long edge, at
+// most 4,784, and 3 tokens for the image block.
+func claudeImageTokens(data string, high bool) int64 {
 	w, h, ok := dataURLSize("data:;base64," + data)
+	if high {
+		if !ok {
+			return claudeHighImage
+		}
+		if long := max(w, h); long > 2576 {
+			w, h = w*2576/long, h*2576/long
+		}
+		patches := func() int64 { return int64((w+27)/28) * int64((h+27)/28) }
+		for patches() > 4784 {
+			w, h = w*99/100, h*99/100
+		}
+		return patches() + 3
+	}
 	if !ok {
 		return 1600
 	}
@@ -58,6 +74,22 @@ func claudeImageTokens(data string) int64 {
 		w, h = int(float64(w)*f), int(float64(h)*f)
 	}
 	return int64(math.Ceil(float64(w*h) / 750))
+}
+
+// claudeHighImage is the most an image costs on a high-resolution Claude.
+const claudeHighImage = 4784 + 3
+
+// claudeHighRes reports whether model takes high-resolution images: any
+// Claude but the ones known to scale images to 1.15 megapixels (Claude 3,
+// Claude 4 up to Opus 4.6, Sonnet 4.x, Haiku 4.x).
+func claudeHighRes(model string) bool {
+	m := strings.ToLower(model)
+	for _, old := range []string{"claude-3", "claude-4-", "opus-4-2", "opus-4-1", "opus-4-5", "opus-4-6", "sonnet-4", "haiku-4", "haiku-3"} {
+		if strings.Contains(m, old) {
+			return false
+		}
+	}
+	return !strings.Contains(m, "claude-opus-4@") && !strings.HasSuffix(m, "claude-opus-4")
 }
 
 // dataURLSize decodes the dimensions of a base64 data URL's image.

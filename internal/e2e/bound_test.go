@@ -51,7 +51,7 @@ upstreams:
   - {name: claude, kind: anthropic, base_url: "${UPSTREAM}", api_key: k, models: [` + claude + `]}
   - {name: gemini, kind: gemini, base_url: "${UPSTREAM}beta", api_key: k, models: [gemini-2.5-flash]}
 models:
-  gemini-2.5-flash: {input: "$1", output: "$2", max_output_tokens: 65535}
+  gemini-2.5-flash: {input: "$1", output: "$2", reasoning: "$2", max_output_tokens: 65535}
   test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100, image_tokens: 1445}
   gpt-4o:     {encoding: o200k_base, input: "$2", output: "$8", max_output_tokens: 16384}
   gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}

@@ -5,19 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/redistest"
-	"github.com/tollgate-dev/tollgate/internal/testkit"
-	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -66,24 +60,10 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$1", period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-			vars := map[string]string{}
-			instances := 1
-			if store == "redis" {
-				instances = 2
-				vars["REDIS"] = redistest.Start(t).Addr
-				src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n" + src
-			}
-			var mu sync.Mutex
-			var entries []budget.Entry
+			r := serveOn(t, store, src)
 			var clients []anthropic.Client
-			for range instances {
-				vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
-				a := apptest.New(t, src, vars)
-				stop := a.Background(context.Background())
-				a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
-				srv := httptest.NewServer(a.Handler())
-				t.Cleanup(func() { srv.Close(); stop(); _ = a.Close() })
-				clients = append(clients, anthropic.NewClient(option.WithBaseURL(srv.URL+"/"), option.WithAPIKey(testKey), option.WithMaxRetries(0)))
+			for _, u := range r.urls {
+				clients = append(clients, anthropic.NewClient(option.WithBaseURL(u+"/"), option.WithAPIKey(testKey), option.WithMaxRetries(0)))
 			}
 			hour := anthropic.CacheControlEphemeralParam{TTL: anthropic.CacheControlEphemeralTTLTTL1h}
 			five := anthropic.CacheControlEphemeralParam{TTL: anthropic.CacheControlEphemeralTTLTTL5m}
@@ -151,7 +131,7 @@ orgs:
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "cache_control.ttl") {
 				t.Fatalf("an hour's write on a model with no price for it: %v", err)
 			}
-			got := waitEntries(t, &mu, &entries, len(steps))
+			got := r.settled(t, len(steps))
 			var recorded, rule int64
 			var w1h, w5m, read int64
 			for _, e := range got {
@@ -175,16 +155,4 @@ orgs:
 			t.Logf("%s: 1h writes %d, 5m writes %d, reads %d tokens; recorded %d µ$ = the rule", store, w1h, w5m, read, recorded)
 		})
 	}
-}
-
-// waitEntries waits for n ledger entries in *entries (guarded by mu).
-func waitEntries(t *testing.T, mu *sync.Mutex, entries *[]budget.Entry, n int) []budget.Entry {
-	t.Helper()
-	ok := testkit.WaitFor(20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(*entries) >= n })
-	mu.Lock()
-	defer mu.Unlock()
-	if !ok || len(*entries) != n {
-		t.Fatalf("%d ledger entries, want %d: %+v", len(*entries), n, *entries)
-	}
-	return append([]budget.Entry(nil), (*entries)...)
 }

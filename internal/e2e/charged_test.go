@@ -7,17 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
-	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -37,11 +32,8 @@ import (
 // asked, a backup it fails over to (billing double), both serving
 // test-model at $1/$2 per 1M tokens (in + 2 × out µ$ at the primary).
 type chargeRig struct {
+	*storeRig
 	primary, backup *simulated.Server
-	urls            []string // one per instance
-	apps            []*app.App
-	mu              sync.Mutex
-	entries         []budget.Entry
 }
 
 // newChargeRig starts the rig on store ("embedded", or "redis": two
@@ -80,27 +72,7 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-	instances, vars := 1, map[string]string{}
-	if store == "redis" {
-		instances = 2
-		vars["REDIS"] = redistest.Start(t).Addr
-		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + src
-	}
-	for i := range instances {
-		vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
-		a := apptest.New(t, src, vars)
-		stop := a.Background(context.Background())
-		a.Gateway().OnSettle(func(e budget.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
-		srv := httptest.NewServer(a.Handler())
-		t.Cleanup(func() {
-			srv.Close()
-			stop()
-			if err := a.Close(); err != nil {
-				t.Errorf("closing instance %d: %v", i, err)
-			}
-		})
-		r.apps, r.urls = append(r.apps, a), append(r.urls, srv.URL)
-	}
+	r.storeRig = serveOn(t, store, src)
 	return r
 }
 
@@ -115,28 +87,6 @@ func (r *chargeRig) billed() int64 {
 		n += (u.BilledPromptTokens + 2*u.BilledCompletionTokens) * int64(i+1) // the backup bills double
 	}
 	return n
-}
-
-// settled waits for n ledger entries, every settlement done, and returns
-// the entries.
-func (r *chargeRig) settled(t *testing.T, n int) []budget.Entry {
-	t.Helper()
-	ok := testkit.WaitFor(20*time.Second, func() bool {
-		r.mu.Lock()
-		got := len(r.entries)
-		r.mu.Unlock()
-		busy := int64(0)
-		for _, a := range r.apps {
-			busy += a.Gateway().Settling()
-		}
-		return got >= n && busy == 0
-	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !ok || len(r.entries) != n {
-		t.Fatalf("%d ledger entries, want %d: %+v", len(r.entries), n, r.entries)
-	}
-	return append([]budget.Entry(nil), r.entries...)
 }
 
 // recorded is what entries charged, in µ$.
@@ -162,8 +112,6 @@ func chargeBody(i int, stream bool, extra string) string {
 	}
 	return fmt.Sprintf(`{"model":"test-model",%s"max_tokens":200,%s"messages":[{"role":"user","content":"tell me story %d"}]}`, s, extra, i)
 }
-
-var chargeStores = []string{"embedded", "redis"}
 
 // A client that gives up on a non-streaming request while the upstream
 // works: the upstream finishes and bills it, so the gateway reads the

@@ -2,19 +2,13 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"image"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/redistest"
-	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -47,27 +41,15 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-			vars := map[string]string{}
-			if store == "redis" {
-				vars["REDIS"] = redistest.Start(t).Addr
-				vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
-				src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n" + src
-			}
-			a := apptest.New(t, src, vars)
-			stop := a.Background(context.Background())
-			var mu sync.Mutex
-			var entries []budget.Entry
-			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
-			srv := httptest.NewServer(a.Handler())
-			t.Cleanup(func() { srv.Close(); stop(); _ = a.Close() })
+			r := serveOn(t, store, src)
 			for _, model := range []string{"claude-sonnet-5", "claude-sonnet-4-5"} {
-				status, body := callAs(t, testKey, http.MethodPost, srv.URL+"/v1/messages", `{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":[`+
+				status, body := callAs(t, testKey, http.MethodPost, r.urls[0]+"/v1/messages", `{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":[`+
 					`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+img+`"}},{"type":"text","text":"what is it?"}]}]}`)
 				if status != 200 {
 					t.Fatalf("%s: %d %s", model, status, body)
 				}
 			}
-			got := waitEntries(t, &mu, &entries, 2)
+			got := r.settled(t, 2)
 			billed := sim.Stats().Usage
 			for _, e := range got {
 				if e.Usage.InputTokens != billed[e.Model].BilledPromptTokens || e.Cost > e.Reserved || e.Usage.Estimated {

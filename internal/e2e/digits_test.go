@@ -1,17 +1,12 @@
 package e2e_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/redistest"
-	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
 )
@@ -44,29 +39,17 @@ orgs:
         limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
 `
-			vars := map[string]string{}
-			if store == "redis" {
-				vars["REDIS"] = redistest.Start(t).Addr
-				vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
-				src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n" + src
-			}
-			a := apptest.New(t, src, vars)
-			stop := a.Background(context.Background())
-			var mu sync.Mutex
-			var entries []budget.Entry
-			a.Gateway().OnSettle(func(e budget.Entry) { mu.Lock(); entries = append(entries, e); mu.Unlock() })
-			srv := httptest.NewServer(a.Handler())
-			t.Cleanup(func() { srv.Close(); stop(); _ = a.Close() })
+			r := serveOn(t, store, src)
 
 			digits := strings.Repeat("3141592653", 20_200)
 			for _, model := range []string{"gemini-2.5-pro", "gemini-2.5-flash"} {
-				status, body := callAs(t, testKey, http.MethodPost, srv.URL+"/v1/chat/completions",
+				status, body := callAs(t, testKey, http.MethodPost, r.urls[0]+"/v1/chat/completions",
 					`{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":"`+digits+`"}]}`)
 				if status != 200 {
 					t.Fatalf("%s: %d %s", model, status, body)
 				}
 			}
-			got := waitEntries(t, &mu, &entries, 2)
+			got := r.settled(t, 2)
 			byModel := map[string]budget.Entry{}
 			for _, e := range got {
 				byModel[e.Model] = e

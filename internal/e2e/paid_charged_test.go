@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
-	"github.com/tollgate-dev/tollgate/internal/app"
-	"github.com/tollgate-dev/tollgate/internal/redistest"
 	"github.com/tollgate-dev/tollgate/internal/testkit"
-	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 )
 
@@ -108,12 +104,10 @@ func (a *billingAPI) serve(w http.ResponseWriter, r *http.Request) {
 // paidRig is a gateway (one instance on the embedded store, or two
 // sharing Redis) with the route "api" under /paid/api to a billingAPI.
 type paidRig struct {
-	api     *billingAPI
-	urls    []string
-	apps    []*app.App
-	mu      sync.Mutex
-	entries []budget.Entry
-	alerts  []Alert
+	*storeRig
+	api    *billingAPI
+	mu     sync.Mutex // guards alerts
+	alerts []Alert
 }
 
 func newPaidRig(t *testing.T, store, ceiling string) *paidRig {
@@ -138,27 +132,7 @@ paid_routes:
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "` + ceiling + `", period: month}],
         keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]}]}]
 `
-	instances, vars := 1, map[string]string{}
-	if store == "redis" {
-		instances = 2
-		vars["REDIS"] = redistest.Start(t).Addr
-		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + src
-	}
-	for i := range instances {
-		vars["SPOOL"] = filepath.Join(t.TempDir(), "spool.jsonl")
-		a := apptest.New(t, src, vars)
-		stop := a.Background(context.Background())
-		a.Gateway().OnSettle(func(e budget.Entry) { r.mu.Lock(); r.entries = append(r.entries, e); r.mu.Unlock() })
-		srv := httptest.NewServer(a.Handler())
-		t.Cleanup(func() {
-			srv.Close()
-			stop()
-			if err := a.Close(); err != nil {
-				t.Errorf("closing instance %d: %v", i, err)
-			}
-		})
-		r.apps, r.urls = append(r.apps, a), append(r.urls, srv.URL)
-	}
+	r.storeRig = serveOn(t, store, src)
 	return r
 }
 
@@ -180,27 +154,6 @@ func (r *paidRig) get(ctx context.Context, t *testing.T, i int, target string) (
 }
 
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// settled waits for n ledger entries with every settlement done.
-func (r *paidRig) settled(t *testing.T, n int) []budget.Entry {
-	t.Helper()
-	ok := testkit.WaitFor(20*time.Second, func() bool {
-		r.mu.Lock()
-		got := len(r.entries)
-		r.mu.Unlock()
-		busy := int64(0)
-		for _, a := range r.apps {
-			busy += a.Gateway().Settling()
-		}
-		return got >= n && busy == 0
-	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !ok || len(r.entries) != n {
-		t.Fatalf("%d ledger entries, want %d: %+v", len(r.entries), n, r.entries)
-	}
-	return append([]budget.Entry(nil), r.entries...)
-}
 
 // spent is the team's settled spend this month as instance 0 reads it.
 func (r *paidRig) spent(t *testing.T) int64 {

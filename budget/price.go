@@ -19,6 +19,11 @@ type Price struct {
 	Reasoning   Money
 	InputAudio  Money
 	OutputAudio Money
+	// WebSearch is per web search the provider runs for a request
+	// (Anthropic's web_search server tool: $10 per 1,000): a fee per
+	// call, not per million tokens. Zero leaves searches unpriced, and a
+	// request that may search is refused.
+	WebSearch Money
 	// Above, if set, prices a whole request whose input tokens are more
 	// than Above.Tokens at its rates (long-context pricing): a zero rate
 	// there means the base one.
@@ -104,12 +109,19 @@ func (p Price) Cost(u Usage) (Money, error) {
 			return 0, fmt.Errorf("pricing usage: %w", err)
 		}
 	}
+	fees, err := mulDivCeil(u.WebSearches, int64(p.WebSearch), 1)
+	if err != nil {
+		return 0, fmt.Errorf("pricing %d web searches: %w", u.WebSearches, err)
+	}
+	if total, err = addChecked(total, fees); err != nil {
+		return 0, fmt.Errorf("pricing usage: %w", err)
+	}
 	return Money(total), nil
 }
 
 // Validate reports a negative rate.
 func (p Price) Validate() error {
-	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.CacheWrite1h < 0 || p.Output < 0 || p.Reasoning < 0 || p.InputAudio < 0 || p.OutputAudio < 0 {
+	if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.CacheWrite1h < 0 || p.Output < 0 || p.Reasoning < 0 || p.InputAudio < 0 || p.OutputAudio < 0 || p.WebSearch < 0 {
 		return fmt.Errorf("budget: negative price %+v", p)
 	}
 	if t := p.Above; t != nil && (t.Tokens < 0 || t.Input < 0 || t.CachedInput < 0 || t.CacheWrite < 0 || t.CacheWrite1h < 0 || t.Output < 0) {

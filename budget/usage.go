@@ -17,6 +17,9 @@ type Usage struct {
 	// InputTokens and OutputTokens.
 	InputAudioTokens  int64 `json:"input_audio_tokens,omitempty"`
 	OutputAudioTokens int64 `json:"output_audio_tokens,omitempty"`
+	// WebSearches are the web searches the provider ran for the request,
+	// each billed a fee (Price.WebSearch).
+	WebSearches int64 `json:"web_searches,omitempty"`
 	// Estimated is true when the upstream reported no usage and the gateway
 	// counted the tokens itself (a truncated stream, a client that went away),
 	// or charged the reservation's bound for a figure the upstream left out.
@@ -37,7 +40,7 @@ const maxTokens = 1 << 40
 // Validate refuses negative, inconsistent or absurd figures, so that a broken
 // or hostile upstream body cannot turn a charge into a refund.
 func (u Usage) Validate() error {
-	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens, u.OutputTokens, u.ReasoningTokens, u.InputAudioTokens, u.OutputAudioTokens} {
+	for _, v := range [...]int64{u.InputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.CacheWrite1hTokens, u.OutputTokens, u.ReasoningTokens, u.InputAudioTokens, u.OutputAudioTokens, u.WebSearches} {
 		if v < 0 || v > maxTokens {
 			return fmt.Errorf("budget: usage figure %d out of range", v)
 		}

@@ -461,6 +461,9 @@ type Model struct {
 	// Above prices a whole request whose input passes a number of tokens
 	// at its own rates (long-context pricing).
 	Above *Tier `yaml:"above"`
+	// WebSearch, when set, lets the model's requests use Anthropic's web
+	// search server tool, refused without it: see WebSearch.
+	WebSearch *WebSearch `yaml:"web_search"`
 	// TokenRatio scales the BPE count into an upper bound for models whose
 	// tokenizer is not one of OpenAI's (Claude, Gemini, Llama, Mistral…):
 	// input tokens are estimated as ceil(count × ratio). Default 1.0 for a
@@ -511,6 +514,23 @@ type Model struct {
 	// counted with (only OpenAI's models are counted exactly): its count is
 	// scaled by TokenRatio. Set by SetDefaults.
 	Foreign bool `yaml:"-"`
+}
+
+// WebSearch prices and bounds Anthropic's web search server tool
+// (web_search_*) for a model. The provider runs the searches in a loop of
+// its own, bills each one, and reads its results into the context, where
+// they bill as input the request's text does not show.
+type WebSearch struct {
+	// Price is one search's ($10 per 1,000 at Anthropic: "$0.01").
+	Price Money `yaml:"price"`
+	// MaxUses is the most searches one request may run: a tool's
+	// max_uses may not pass it, and a tool without one is sent with it.
+	MaxUses int64 `yaml:"max_uses"`
+	// ResultTokens bounds the input one search's results add. The
+	// provider publishes no limit: this is the operator's figure, and the
+	// bound holds only as far as it does (tollgate_overruns_total counts
+	// a request billed past its reservation).
+	ResultTokens int64 `yaml:"result_tokens"`
 }
 
 // Tier is a long-context price: a request whose input tokens are more

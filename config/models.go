@@ -130,7 +130,7 @@ func (c *Config) PriceAt(u Upstream, model string) budget.Price {
 	m := c.Models[model]
 	if !strings.HasPrefix(m.Priced, "config") && u.CatalogProvider() != m.Provider {
 		if e, ok := catalog.Lookup(u.CatalogProvider(), model); ok {
-			m = merge(model, Model{}, e, true, u.CatalogProvider())
+			m = merge(model, Model{WebSearch: m.WebSearch}, e, true, u.CatalogProvider()) // the search fee is the config's
 		}
 	}
 	p := m.Price()
@@ -149,6 +149,9 @@ func (m Model) Price() budget.Price {
 	p := budget.Price{Input: budget.Money(m.Input.Value), CachedInput: budget.Money(m.CachedInput.Value), CacheWrite: budget.Money(m.CacheWrite.Value),
 		CacheWrite1h: budget.Money(m.CacheWrite1h.Value), Output: budget.Money(m.Output.Value), Reasoning: budget.Money(m.Reasoning.Value), InputAudio: budget.Money(m.InputAudio.Value),
 		OutputAudio: budget.Money(m.OutputAudio.Value)}
+	if m.WebSearch != nil {
+		p.WebSearch = budget.Money(m.WebSearch.Price.Value)
+	}
 	if t := m.Above; t != nil {
 		p.Above = &budget.Tier{Tokens: t.Tokens, Input: budget.Money(t.Input.Value), CachedInput: budget.Money(t.CachedInput.Value),
 			CacheWrite: budget.Money(t.CacheWrite.Value), CacheWrite1h: budget.Money(t.CacheWrite1h.Value), Output: budget.Money(t.Output.Value)}

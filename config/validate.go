@@ -345,6 +345,18 @@ func (c *Config) validateModels(v *validator) {
 		if m.ImageTokensLow < 0 || m.ImageTokensLow > m.ImageTokens {
 			v.addf(p+".image_tokens_low", "must be between 0 and image_tokens (%d)", m.ImageTokens)
 		}
+		if ws := m.WebSearch; ws != nil {
+			if ws.Price.Value <= 0 {
+				v.addf(p+".web_search.price", "must be positive: what one search costs (Anthropic: \"$0.01\")")
+			}
+			v.usd(p+".web_search.price", ws.Price)
+			if ws.MaxUses < 1 || ws.MaxUses > 100 {
+				v.addf(p+".web_search.max_uses", "want 1 to 100: the most searches one request may run")
+			}
+			if ws.ResultTokens < 1 || ws.ResultTokens > 1_000_000 {
+				v.addf(p+".web_search.result_tokens", "want 1 to 1000000: the most input tokens one search's results may add")
+			}
+		}
 		if m.TokenRatio != 0 && (m.TokenRatio < 1 || m.TokenRatio > 4) {
 			v.addf(p+".token_ratio", "must be between 1 and 4 (an upper bound never scales a count down)")
 		}

@@ -57,7 +57,8 @@ models:
   gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}
   text-embedding-3-small: {encoding: o200k_base, input: "$1", embedding: true}
   gpt-3.5-turbo-instruct: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 4096}
-  ` + claude + `: {encoding: o200k_base, input: "$3", cached_input: "$0.30", cache_write: "$3.75", cache_write_1h: "$6", output: "$15", max_output_tokens: 64000}
+  ` + claude + `: {encoding: o200k_base, input: "$3", cached_input: "$0.30", cache_write: "$3.75", cache_write_1h: "$6", output: "$15", max_output_tokens: 64000,
+      web_search: {price: "$0.01", max_uses: 4, result_tokens: 2000}}
 orgs:
   - id: acme
     teams:
@@ -181,6 +182,7 @@ var seeds = [][2]string{
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"system":"terse","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}]}`},
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"stream":true,"messages":[{"role":"user","content":"stream to me"}]}`},
 	{"/v1/responses", `{"model":"test-model","input":"hello","max_output_tokens":30}`},
+	{"/v1/messages", `{"model":"` + claude + `","max_tokens":80,"messages":[{"role":"user","content":"what is new?"}],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3}]}`},
 	{"/v1/chat/completions", `{"model":"gemini-2.5-flash","max_tokens":20,"messages":[{"role":"user","content":"sum 1234567890 and 2718281828"}]}`},
 	// A manual cached for an hour, then a note for five minutes: long
 	// enough for the provider to cache (1,024 tokens).
@@ -269,6 +271,8 @@ var paid = []struct {
 	{"search_parameters", map[string]any{"mode": "on"}},
 	{"tools", []any{map[string]any{"type": "web_search"}}},
 	{"tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
+	{"tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}},
+	{"tools", []any{map[string]any{"type": "web_search_20260209", "name": "web_search", "max_uses": 2}, map[string]any{"type": "web_search_20250305", "name": "s2", "max_uses": 2}}},
 	{"prediction", map[string]any{"type": "content", "content": strings.Repeat("predicted text ", 200)}},
 	{"mcp_servers", []any{map[string]any{"type": "url", "url": "https://mcp.test", "name": "m"}}},
 }
@@ -297,6 +301,7 @@ var multipliers = map[string]func(*rand.Rand) any{
 	"n":                     func(r *rand.Rand) any { return 1 + r.IntN(8) },
 	"best_of":               func(r *rand.Rand) any { return 1 + r.IntN(8) },
 	"max_tokens":            func(r *rand.Rand) any { return 1 + r.IntN(2000) },
+	"max_uses":              func(r *rand.Rand) any { return r.IntN(9) },
 	"max_completion_tokens": func(r *rand.Rand) any { return 1 + r.IntN(2000) },
 	"max_output_tokens":     func(r *rand.Rand) any { return 1 + r.IntN(2000) },
 	"stream":                func(r *rand.Rand) any { return r.IntN(2) == 0 },
@@ -392,10 +397,11 @@ func TestPropertyBilledWithinReservation(t *testing.T) {
 			admitted++
 		}
 	}
-	if admitted < n/10 {
-		t.Fatalf("only %d of %d bodies admitted: the property says little", admitted, n)
+	searches := r.sim.Stats().Usage[claude].BilledToolCalls
+	if admitted < n/10 || searches == 0 {
+		t.Fatalf("only %d of %d bodies admitted, %d web searches run: the property says little", admitted, n, searches)
 	}
-	t.Logf("%d of %d mutated bodies admitted, every one within its reservation", admitted, n)
+	t.Logf("%d of %d mutated bodies admitted (%d web searches run), every one within its reservation", admitted, n, searches)
 }
 
 // FuzzGatewayBound is the same property under go test -fuzz, on any bytes.

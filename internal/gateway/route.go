@@ -170,7 +170,11 @@ func modelAt(c *config.Config, u config.Upstream, name string, pass *bound.Pass)
 		counter = counter.SplitDigits()
 	}
 	preset := catalog.Presets[u.Preset]
-	return bound.Model{Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
+	var search bound.WebSearch
+	if ws := m.WebSearch; ws != nil {
+		search = bound.WebSearch{MaxUses: ws.MaxUses, ResultTokens: ws.ResultTokens}
+	}
+	return bound.Model{WebSearch: search, Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, AudioTokensPerSecond: m.AudioTokensPerSecond,
 		AudioOutput: m.OutputAudio.Value > 0, Embedding: m.Embedding,
 		TokenRatio: m.TokenRatio, CapField: preset.CapField, StreamUsage: preset.StreamUsage}, nil

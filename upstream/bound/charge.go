@@ -23,8 +23,15 @@ func (p *Prepared) Cost(price budget.Price, k int64) (budget.Money, int64, error
 	if k > 0 && k < p.OutputCap {
 		out = k*p.Choices + p.Predicted
 	}
+	if p.WebSearches > 0 && price.WebSearch <= 0 {
+		return 0, 0, badRequest("tools", "the web search tools may run %d searches, and the model has no price for one: the gateway cannot bound them; set models.<name>.web_search.price", p.WebSearches)
+	}
 	c, err := price.BoundCost(p.InputTokens, p.InputAudioTokens, out, p.AudioOutput)
-	return c, p.InputTokens + out, err
+	if err != nil {
+		return 0, 0, err
+	}
+	fees, err := budget.Price{WebSearch: price.WebSearch}.Cost(budget.Usage{WebSearches: p.WebSearches})
+	return c + fees, p.InputTokens + out, err
 }
 
 // longContext is the input past which Anthropic's long-context price
@@ -34,7 +41,7 @@ const longContext = 200_000
 // Reserved is the usage of p's whole bound, which settles it at what was
 // reserved: where the upstream reported nothing usable.
 func (p *Prepared) Reserved() budget.Usage {
-	return budget.Usage{InputTokens: p.InputTokens, OutputTokens: p.MaxOutputTokens, Estimated: true}
+	return budget.Usage{InputTokens: p.InputTokens, OutputTokens: p.MaxOutputTokens, WebSearches: p.WebSearches, Estimated: true}
 }
 
 // Charge is the usage p is settled at, at price, for what its upstream
@@ -46,7 +53,8 @@ func (p *Prepared) Reserved() budget.Usage {
 // where 0 would charge less.
 func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
 	b := budget.Usage{InputTokens: u.Input, CachedInputTokens: u.CachedInput, CacheWriteTokens: u.CacheWrite, CacheWrite1hTokens: u.CacheWrite1h,
-		OutputTokens: u.Output, ReasoningTokens: u.Reasoning, InputAudioTokens: u.InputAudio, OutputAudioTokens: u.OutputAudio}
+		OutputTokens: u.Output, ReasoningTokens: u.Reasoning, InputAudioTokens: u.InputAudio, OutputAudioTokens: u.OutputAudio,
+		WebSearches: u.WebSearches}
 	missing := func(f convert.Figures) bool { return u.Has&f == 0 }
 	left := func(name string) { b.Unreported = append(b.Unreported, name) }
 	if missing(convert.HasInput) {
@@ -84,6 +92,10 @@ func (p *Prepared) Charge(u convert.Usage, price budget.Price) budget.Usage {
 	if missing(convert.HasOutputAudio) && p.AudioOutput && price.OutputAudio > max(price.Output, price.Reasoning) {
 		b.OutputAudioTokens = b.OutputTokens
 		left("output_audio_tokens")
+	}
+	if missing(convert.HasWebSearches) && p.WebSearches > 0 && price.WebSearch > 0 {
+		b.WebSearches = p.WebSearches
+		left("web_searches")
 	}
 	b.Estimated = len(b.Unreported) > 0
 	return b

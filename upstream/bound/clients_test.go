@@ -15,7 +15,7 @@ import (
 // field each refusal names: tools that run at the provider and bill per
 // call, which the bound cannot price.
 var clientRefusals = map[string]string{
-	"claude-code/17-web-search-tool-2.json": "tools[0].type", // Anthropic's web search
+	"claude-code/17-web-search-tool-2.json": "tools[0].type", // Anthropic's web search, unless priced (searchModel)
 	"codex/01-plain-gpt-4.1-1.json":         "tools[8].type", // OpenAI's hosted web search
 	"codex/02-plain-gpt-4.1-2.json":         "tools[8].type", // OpenAI's hosted web search
 	"codex/04-reasoning-high-1.json":        "tools[8].type", // OpenAI's hosted web search
@@ -82,6 +82,13 @@ func TestClientShapesAreKnown(t *testing.T) {
 		}
 		if want, refused := clientRefusals[name]; refused {
 			t.Run(name, func(t *testing.T) { refusal(t, err, want) })
+			if strings.Contains(name, "web-search") && ep == bound.Messages {
+				searching := *mm
+				searching.WebSearch = bound.WebSearch{MaxUses: 8, ResultTokens: 5000}
+				if _, err := req.Prepare(&searching, native{}); err != nil {
+					t.Errorf("%s, on a model whose web search is priced: %v", name, err)
+				}
+			}
 			continue
 		}
 		if err != nil {

@@ -134,13 +134,18 @@ type anthropicTool struct {
 	EnableZoom      jsontext.Value `json:"enable_zoom"`
 	// the text editor's
 	MaxCharacters jsontext.Value `json:"max_characters"`
+	// the web search's (the one server tool the gateway prices: WebSearch)
+	MaxUses        *int64         `json:"max_uses"`
+	AllowedDomains jsontext.Value `json:"allowed_domains"`
+	BlockedDomains jsontext.Value `json:"blocked_domains"`
+	UserLocation   jsontext.Value `json:"user_location"`
 
 	text string // the definition's JSON text
 }
 
 func (t *anthropicTool) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	type plain anthropicTool
-	text, typ, err := readTool(d, (*plain)(t), func(typ string) bool { return !serverTool(typ) })
+	text, typ, err := readTool(d, (*plain)(t), func(typ string) bool { return !serverTool(typ) || webSearchTool(typ) })
 	t.Type, t.text = typ, text
 	return err
 }
@@ -222,7 +227,7 @@ func (r *messagesRequest) input(m *Model) (int64, int64, error) {
 	var extra int64
 	for i := range r.Tools {
 		t := &r.Tools[i]
-		if err := t.check("tools[" + strconv.Itoa(i) + "]"); err != nil {
+		if err := t.check("tools["+strconv.Itoa(i)+"]", m); err != nil {
 			return 0, 0, err
 		}
 		tools = append(tools, t.text)
@@ -243,7 +248,7 @@ func (r *messagesRequest) input(m *Model) (int64, int64, error) {
 
 // check refuses a tool that runs at the provider, or of a type the
 // gateway does not know.
-func (t *anthropicTool) check(at string) error {
+func (t *anthropicTool) check(at string, m *Model) error {
 	if t.CacheControl != nil {
 		if err := t.CacheControl.check(at + ".cache_control"); err != nil {
 			return err
@@ -255,6 +260,10 @@ func (t *anthropicTool) check(at string) error {
 		return nil
 	case clientTool(typ):
 		return nil
+	case webSearchTool(typ) && m.WebSearch.MaxUses > 0:
+		return nil
+	case webSearchTool(typ):
+		return badRequest(at+".type", "%s.type: %q is Anthropic's web search, billed per search with its results read as input, and the model %s has no web search bound: its operator can price it (models.%s.web_search)", at, typ, m.Name, m.Name)
 	case serverTool(typ):
 		return badRequest(at+".type", "%s.type: %q is a server tool billed by its own rules (searches, fetched pages, execution time); the gateway cannot bound it", at, typ)
 	}
@@ -398,7 +407,7 @@ func (r *messagesRequest) output(m *Model, p *Prepared) error {
 		return err
 	}
 	p.Choices, p.ClientWantsUsage = 1, true // its streams always carry usage
-	return nil
+	return r.searches(m, p)
 }
 
 func (r *messagesRequest) refused(*Model) error {

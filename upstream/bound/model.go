@@ -31,6 +31,8 @@ type Model struct {
 	// for it.
 	AudioOutput bool
 	Embedding   bool
+	// WebSearch lets requests use Anthropic's web search (zero: refused).
+	WebSearch WebSearch
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64

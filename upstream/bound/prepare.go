@@ -109,6 +109,9 @@ type Prepared struct {
 	// CacheWrites1h says some of them are for an hour (ttl "1h"), whose
 	// writes bill dearer still: only then are they reserved at that rate.
 	CacheWrites1h bool
+	// WebSearches is the most web searches the provider may run for the
+	// request, each billed a fee; InputTokens bounds their results too.
+	WebSearches int64
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool
@@ -191,6 +194,7 @@ func (r *Request) Prepare(m *Model, up Upstream) (*Prepared, error) {
 			return nil, badRequest("n", "n × best_of × the number of prompts is %d; the gateway bounds a request at %d choices", p.Choices, maxChoices)
 		}
 		p.MaxOutputTokens = p.OutputCap*p.Choices + p.Predicted
+		p.InputTokens = searchInput(m, p.InputTokens, p.MaxOutputTokens, p.WebSearches)
 	}
 	if m.Name != r.Model {
 		p.set("model", quote(nil, m.Name))

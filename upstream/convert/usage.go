@@ -23,11 +23,14 @@ type Usage struct {
 	InputAudio, OutputAudio                           int64
 	// CacheWrite1h is the part of CacheWrite written for an hour.
 	CacheWrite1h int64
-	Has          Figures
+	// WebSearches are the web searches the provider ran (Anthropic's
+	// server_tool_use.web_search_requests), each billed a fee.
+	WebSearches int64
+	Has         Figures
 }
 
 // Figures is a set of usage figures.
-type Figures uint8
+type Figures uint16
 
 const (
 	HasInput Figures = 1 << iota
@@ -38,6 +41,7 @@ const (
 	HasInputAudio
 	HasOutputAudio
 	HasCacheWrite1h
+	HasWebSearches
 )
 
 // Reported says the upstream reported a usage at all.
@@ -54,6 +58,7 @@ func (u *Usage) Update(later Usage) {
 		{HasCacheWrite, &u.CacheWrite, &later.CacheWrite}, {HasOutput, &u.Output, &later.Output},
 		{HasReasoning, &u.Reasoning, &later.Reasoning}, {HasInputAudio, &u.InputAudio, &later.InputAudio},
 		{HasOutputAudio, &u.OutputAudio, &later.OutputAudio}, {HasCacheWrite1h, &u.CacheWrite1h, &later.CacheWrite1h},
+		{HasWebSearches, &u.WebSearches, &later.WebSearches},
 	} {
 		if later.Has&f.bit != 0 {
 			*f.dst = *f.src
@@ -165,6 +170,8 @@ var layouts = map[Wire]map[string]map[string]Figures{
 			"cache_creation_input_tokens": HasCacheWrite, "cache_read_input_tokens": HasCachedInput},
 		// The cache writes by TTL; the five-minute ones are the rest.
 		"cache_creation": {"ephemeral_1h_input_tokens": HasCacheWrite1h},
+		// The server tools' calls billed per call.
+		"server_tool_use": {"web_search_requests": HasWebSearches},
 	},
 	Gemini: {
 		"": {"promptTokenCount": HasInput, "toolUsePromptTokenCount": HasInput,
@@ -284,6 +291,8 @@ func (u *Usage) add(bit Figures, n int64) error {
 		u.OutputAudio += n
 	case HasCacheWrite1h:
 		u.CacheWrite1h += n
+	case HasWebSearches:
+		u.WebSearches += n
 	}
 	u.Has |= bit
 	return nil
@@ -313,13 +322,15 @@ func integer(d *jsontext.Decoder) (int64, error) {
 // cache writes, Anthropic and Bedrock bill no audio and count thinking as
 // output, Gemini bills no cache writes by the token. Bedrock's one-hour
 // cache writes are not absent: it reports no TTL breakdown, so a request
-// that asked for an hour is charged its writes at the hour's rate.
+// that asked for an hour is charged its writes at the hour's rate. Web
+// searches are reported by Anthropic's wire only; the gateway forwards a
+// search to no other (bound.Prepared.WebSearches is 0 there).
 var absent = map[Wire]Figures{
-	OpenAI:    HasCacheWrite | HasCacheWrite1h,
-	Responses: HasCacheWrite | HasCacheWrite1h | HasInputAudio | HasOutputAudio,
+	OpenAI:    HasCacheWrite | HasCacheWrite1h | HasWebSearches,
+	Responses: HasCacheWrite | HasCacheWrite1h | HasInputAudio | HasOutputAudio | HasWebSearches,
 	Anthropic: HasReasoning | HasInputAudio | HasOutputAudio,
-	Gemini:    HasCacheWrite | HasCacheWrite1h,
-	Converse:  HasReasoning | HasInputAudio | HasOutputAudio,
+	Gemini:    HasCacheWrite | HasCacheWrite1h | HasWebSearches,
+	Converse:  HasReasoning | HasInputAudio | HasOutputAudio | HasWebSearches,
 }
 
 // AnswerUsage reads the usage of a whole (not streamed) answer of wire w:
@@ -355,7 +366,7 @@ var errNoUsage = errors.New("convert: the answer reports no usage")
 // String names the figures: "input,output,cached_input".
 func (f Figures) String() string {
 	var names []string
-	for i, name := range [...]string{"input", "cached_input", "cache_write", "output", "reasoning", "input_audio", "output_audio", "cache_write_1h"} {
+	for i, name := range [...]string{"input", "cached_input", "cache_write", "output", "reasoning", "input_audio", "output_audio", "cache_write_1h", "web_searches"} {
 		if f&(1<<i) != 0 {
 			names = append(names, name)
 		}

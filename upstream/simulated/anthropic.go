@@ -116,29 +116,33 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	prompt := s.claudePrompt(&req)
 	cache := s.useCache(&req, prompt)
 	seed := seedOf(body)
-	ans := s.answer(s.counter(req.Model), seed, req.MaxTokens, req.ask())
-	n := min(int64(math.Ceil(float64(ans.tokens)*ClaudeFactor)), req.MaxTokens)
+	search := searchLoop(&req, prompt, seed)
+	calls := search.searches * searchCallTokens // the searches' calls are output too
+	ans := s.answer(s.counter(req.Model), seed, req.MaxTokens-calls, req.ask())
+	n := min(int64(math.Ceil(float64(ans.tokens)*ClaudeFactor)), req.MaxTokens-calls)
 	if ans.call == nil {
 		n = ans.tokens // text is generated to its token count
 	}
-	s.bill(req.Model, prompt, n)
-	s.surcharge(req.Model, messagesSurcharge(body, r.Header), prompt, n)
+	n += calls
+	s.bill(req.Model, prompt+search.extra, n)
+	s.billCalls(req.Model, search.searches)
+	s.surcharge(req.Model, messagesSurcharge(body, r.Header), prompt+search.extra, n)
 	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, cache: cache, output: n, call: ans.call,
-		stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
+		search: search, stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
 	if m.call != nil {
 		m.call.id = fmt.Sprintf("toolu_sim%016x", seed)
 	}
 	if !req.Stream {
-		s.record(req.Model, prompt, n)
+		s.record(req.Model, prompt+search.extra, n)
 		s.delivered(req.Model, n)
-		content := []any{map[string]any{"type": "text", "text": m.text}}
+		content := append(search.blocks(m.id), map[string]any{"type": "text", "text": m.text})
 		if m.call != nil {
-			content = []any{map[string]any{"type": "tool_use", "id": m.call.id, "name": m.call.name, "input": json.RawMessage(m.call.args)}}
+			content[len(content)-1] = map[string]any{"type": "tool_use", "id": m.call.id, "name": m.call.name, "input": json.RawMessage(m.call.args)}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": m.id, "type": "message", "role": "assistant", "model": m.model,
 			"content": content, "stop_reason": m.stop, "stop_sequence": nil,
-			"usage": cache.usage(prompt, n),
+			"usage": search.usage(cache.usage(prompt, n)),
 		})
 		return
 	}
@@ -174,6 +178,7 @@ type claudeMessage struct {
 	prompt, output        int64
 	cache                 cacheUse
 	call                  *toolCall
+	search                webSearch
 }
 
 // streamMessage answers with Anthropic's event sequence, with the faults
@@ -186,25 +191,26 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 		"usage": m.cache.usage(m.prompt, 1)}}) {
 		return
 	}
+	at := s.streamSearches(send, m)
 	if m.call != nil {
-		s.streamToolUse(send, m)
+		s.streamToolUse(send, m, at)
 		return
 	}
-	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": at, "content_block": map[string]any{"type": "text", "text": ""}})
 	send("ping", map[string]any{"type": "ping"})
 	var sent int64
 	if !s.streamWords(r, m.model, m.text, m.output/2, &sent, func(piece string, _ bool) bool {
-		d := textDelta{Type: "content_block_delta"}
+		d := textDelta{Type: "content_block_delta", Index: at}
 		d.Delta.Type, d.Delta.Text = "text_delta", " "+piece
 		return send("content_block_delta", d)
 	}) {
 		return
 	}
-	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": at})
 	if s.opts.Fault != DropUsage {
-		s.record(m.model, m.prompt, m.output)
+		s.record(m.model, m.prompt+m.search.extra, m.output)
 		delta := map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
-			"usage": map[string]any{"output_tokens": m.output}}
+			"usage": m.finalUsage()}
 		send("message_delta", delta)
 		if s.opts.Fault == DoubleUsage {
 			send("message_delta", delta)
@@ -228,19 +234,49 @@ type textDelta struct {
 
 // streamToolUse streams a tool_use block as Anthropic does: the block with
 // its id and name, its input in partial JSON, then the stop.
-func (s *Server) streamToolUse(send func(string, any) bool, m *claudeMessage) {
-	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+func (s *Server) streamToolUse(send func(string, any) bool, m *claudeMessage, at int) {
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": at,
 		"content_block": map[string]any{"type": "tool_use", "id": m.call.id, "name": m.call.name, "input": map[string]any{}}})
 	for _, p := range pieces(m.call.args, 12) {
-		if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+		if !send("content_block_delta", map[string]any{"type": "content_block_delta", "index": at,
 			"delta": map[string]any{"type": "input_json_delta", "partial_json": p}}) {
 			return
 		}
 	}
 	s.delivered(m.model, m.output)
-	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	s.record(m.model, m.prompt, m.output)
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": at})
+	s.record(m.model, m.prompt+m.search.extra, m.output)
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": m.output}})
+		"usage": m.finalUsage()})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// finalUsage is the usage of a stream's message_delta: its output, and —
+// where it searched — every figure again, the input now with what the
+// searches added, and their count (as Anthropic's API reports them).
+func (m *claudeMessage) finalUsage() map[string]any {
+	if !m.search.offered {
+		return map[string]any{"output_tokens": m.output}
+	}
+	return m.search.usage(m.cache.usage(m.prompt, m.output))
+}
+
+// streamSearches streams the searches' blocks, each call (its input in
+// partial JSON) and its results, and returns the index of the next block.
+func (s *Server) streamSearches(send func(string, any) bool, m *claudeMessage) int {
+	blocks := m.search.blocks(m.id)
+	for i, b := range blocks {
+		block := b.(map[string]any)
+		if block["type"] == "server_tool_use" {
+			input, _ := json.Marshal(block["input"])
+			block = map[string]any{"type": "server_tool_use", "id": block["id"], "name": block["name"], "input": map[string]any{}}
+			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": block})
+			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i,
+				"delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
+		} else {
+			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": block})
+		}
+		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
+	}
+	return len(blocks)
 }

@@ -115,8 +115,8 @@ func responsesSurcharge(body []byte) surcharge {
 	return sc
 }
 
-// messagesSurcharge is a Messages request's: each server tool (web search,
-// web fetch, code execution) called once, MCP servers, fast mode (six
+// messagesSurcharge is a Messages request's: each server tool but the
+// web search (web fetch, code execution) called once, MCP servers, fast mode (six
 // times the price, with its beta) and a US-only region (1.1 times).
 func messagesSurcharge(body []byte, h http.Header) surcharge {
 	var req struct {
@@ -130,7 +130,8 @@ func messagesSurcharge(body []byte, h http.Header) surcharge {
 	_ = json.Unmarshal(body, &req)
 	sc := surcharge{multiplier: 1}
 	for _, t := range req.Tools {
-		for _, server := range []string{"web_search_", "web_fetch_", "code_execution_", "tool_search_", "advisor_"} {
+		// (web search runs in a loop of its own: searchLoop)
+		for _, server := range []string{"web_fetch_", "code_execution_", "tool_search_", "advisor_"} {
 			if strings.HasPrefix(t.Type, server) {
 				sc.calls++
 			}
@@ -159,6 +160,15 @@ func tierMultiplier(tier string) float64 {
 }
 
 func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// billCalls bills n tool calls billed per call.
+func (s *Server) billCalls(model string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.stats.Usage[model]
+	r.BilledToolCalls += n
+	s.stats.Usage[model] = r
+}
 
 // surcharge bills what sc adds to a request of model that billed prompt
 // and completion tokens at list price.

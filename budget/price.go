@@ -167,3 +167,36 @@ func (p Price) BoundCost(in, audioIn, out int64, audioOut bool) (Money, error) {
 	}
 	return q.Cost(Usage{InputTokens: in, InputAudioTokens: min(max(audioIn, 0), in), OutputTokens: out})
 }
+
+// Times is p with every token rate multiplied by perMille/1000, each
+// rounded up to the micro-dollar: the price of a mode or region that
+// bills a multiple of the list price (Anthropic's fast mode 6×, its
+// US-only inference 1.1×). The search fee is not a token rate: it stays.
+func (p Price) Times(perMille int64) (Price, error) {
+	if perMille == 1000 {
+		return p, nil
+	}
+	var err error
+	scale := func(m *Money) {
+		if err != nil {
+			return
+		}
+		var v int64
+		v, err = mulDivCeil(int64(*m), perMille, 1000)
+		*m = Money(v)
+	}
+	for _, m := range []*Money{&p.Input, &p.CachedInput, &p.CacheWrite, &p.CacheWrite1h, &p.Output, &p.Reasoning, &p.InputAudio, &p.OutputAudio} {
+		scale(m)
+	}
+	if p.Above != nil {
+		t := *p.Above
+		for _, m := range []*Money{&t.Input, &t.CachedInput, &t.CacheWrite, &t.CacheWrite1h, &t.Output} {
+			scale(m)
+		}
+		p.Above = &t
+	}
+	if err != nil {
+		return Price{}, fmt.Errorf("budget: %d‰ of %+v: %w", perMille, p, err)
+	}
+	return p, nil
+}

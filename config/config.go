@@ -5,6 +5,7 @@
 package config
 
 import (
+	"math"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -464,6 +465,12 @@ type Model struct {
 	// WebSearch, when set, lets the model's requests use Anthropic's web
 	// search server tool, refused without it: see WebSearch.
 	WebSearch *WebSearch `yaml:"web_search"`
+	// FastMode is the multiple of the price Anthropic's fast mode bills
+	// (speed "fast", with its beta: 6 on Claude Opus 4.6), and
+	// InferenceGeoUS the multiple US-only inference bills (inference_geo
+	// "us": 1.1). Unset, a request that asks for either is refused.
+	FastMode       float64 `yaml:"fast_mode"`
+	InferenceGeoUS float64 `yaml:"inference_geo_us"`
 	// TokenRatio scales the BPE count into an upper bound for models whose
 	// tokenizer is not one of OpenAI's (Claude, Gemini, Llama, Mistral…):
 	// input tokens are estimated as ceil(count × ratio). Default 1.0 for a
@@ -532,6 +539,10 @@ type WebSearch struct {
 	// a request billed past its reservation).
 	ResultTokens int64 `yaml:"result_tokens"`
 }
+
+// PerMille is a price multiple (fast_mode, inference_geo_us) in
+// thousandths, as the bound computes with it: 0 where it is unset.
+func PerMille(x float64) int64 { return int64(math.Round(x * 1000)) }
 
 // Tier is a long-context price: a request whose input tokens are more
 // than Tokens is priced at these rates per million tokens (an unset one:

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -344,6 +345,14 @@ func (c *Config) validateModels(v *validator) {
 		}
 		if m.ImageTokensLow < 0 || m.ImageTokensLow > m.ImageTokens {
 			v.addf(p+".image_tokens_low", "must be between 0 and image_tokens (%d)", m.ImageTokens)
+		}
+		for _, f := range []struct {
+			field string
+			x     float64
+		}{{"fast_mode", m.FastMode}, {"inference_geo_us", m.InferenceGeoUS}} {
+			if f.x != 0 && (f.x < 1 || f.x > 100 || math.Abs(f.x*1000-math.Round(f.x*1000)) > 1e-6) {
+				v.addf(p+"."+f.field, "want a multiple of the price from 1 to 100, in thousandths at most (Anthropic: fast_mode 6, inference_geo_us 1.1)")
+			}
 		}
 		if ws := m.WebSearch; ws != nil {
 			if ws.Price.Value <= 0 {

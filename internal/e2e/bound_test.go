@@ -58,7 +58,7 @@ models:
   text-embedding-3-small: {encoding: o200k_base, input: "$1", embedding: true}
   gpt-3.5-turbo-instruct: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 4096}
   ` + claude + `: {encoding: o200k_base, input: "$3", cached_input: "$0.30", cache_write: "$3.75", cache_write_1h: "$6", output: "$15", max_output_tokens: 64000,
-      web_search: {price: "$0.01", max_uses: 4, result_tokens: 2000}}
+      web_search: {price: "$0.01", max_uses: 4, result_tokens: 2000}, fast_mode: 6, inference_geo_us: 1.1}
 orgs:
   - id: acme
     teams:

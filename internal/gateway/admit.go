@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -107,20 +108,24 @@ func planFor(req *bound.Request, r *route, buf []*plan, spare *plan) ([]*plan, e
 	}
 	var first error
 	for _, d := range r.deployments {
+		var prep *bound.Prepared
 		if i := slices.IndexFunc(plans, func(p *plan) bool {
 			return p.dep.model.SameRequest(&d.model) && p.dep.target.provider.Kind() == d.target.provider.Kind()
 		}); i >= 0 {
-			plans = append(plans, newPlan(plan{dep: d, req: req, prep: plans[i].prep}))
-			continue
-		}
-		prep, err := req.Prepare(&d.model, d.target.provider)
-		if err != nil {
-			if first == nil {
-				first = err
+			prep = plans[i].prep
+		} else {
+			var err error
+			if prep, err = req.Prepare(&d.model, d.target.provider); err != nil {
+				first = cmp.Or(first, err)
+				continue
 			}
+		}
+		price, err := prep.Price(d.price)
+		if err != nil {
+			first = cmp.Or(first, err)
 			continue
 		}
-		plans = append(plans, newPlan(plan{dep: d, req: req, prep: prep}))
+		plans = append(plans, newPlan(plan{dep: d, req: req, prep: prep, price: price}))
 	}
 	if len(plans) == 0 {
 		return nil, first

@@ -48,7 +48,7 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	u, served := cl.usage, cl.ok
 	actual := budget.Amounts{}
 	if served || cl.chargeReserved {
-		cost, err := cl.served.dep.price.Cost(u)
+		cost, err := cl.served.price.Cost(u)
 		if cl.chargeReserved {
 			cost, err = cl.estimate.Cost, nil
 		}

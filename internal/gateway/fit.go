@@ -15,7 +15,7 @@ import (
 func (cl *Call) estimateAt(k int64) (budget.Amounts, error) {
 	a := budget.Amounts{Requests: cl.settings.cost(cl.req.Route)}
 	for _, p := range cl.plans {
-		c, tokens, err := p.prep.Cost(p.dep.price, k)
+		c, tokens, err := p.prep.Cost(p.price, k)
 		if err != nil {
 			return budget.Amounts{}, err
 		}

@@ -387,7 +387,7 @@ func (cl *Call) reservedUsage(p *plan) budget.Usage {
 // charge is the usage p is settled at for what its upstream reported:
 // figures it left out are charged at the most they could be, and logged.
 func (g *Gateway) charge(cl *Call, p *plan, u convert.Usage) budget.Usage {
-	b := p.prep.Charge(u, p.dep.price)
+	b := p.prep.Charge(u, p.price)
 	if len(b.Unreported) > 0 {
 		g.log.Warn("upstream's usage left figures out; charging them at the request's bound", "request_id", cl.id,
 			"upstream", p.dep.target.name, "unreported", b.Unreported)

@@ -43,6 +43,9 @@ type plan struct {
 	dep  *deployment
 	req  *bound.Request
 	prep *bound.Prepared
+	// price is what the request bills at there: the deployment's list
+	// price times its mode's multiple (bound.Prepared.Price).
+	price budget.Price
 }
 
 // order is the deployments in the order one request tries them; intn
@@ -174,7 +177,7 @@ func modelAt(c *config.Config, u config.Upstream, name string, pass *bound.Pass)
 	if ws := m.WebSearch; ws != nil {
 		search = bound.WebSearch{MaxUses: ws.MaxUses, ResultTokens: ws.ResultTokens}
 	}
-	return bound.Model{WebSearch: search, Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
+	return bound.Model{WebSearch: search, FastMode: config.PerMille(m.FastMode), GeoUS: config.PerMille(m.InferenceGeoUS), Pass: pass, Name: name, Counter: counter, MaxOutputTokens: m.MaxOutputTokens,
 		DefaultOutputTokens: m.DefaultOutputTokens, ImageTokens: m.ImageTokens, ImageTokensLow: m.ImageTokensLow, PDFPageTokens: m.PDFPageTokens, AudioTokensPerSecond: m.AudioTokensPerSecond,
 		AudioOutput: m.OutputAudio.Value > 0, Embedding: m.Embedding,
 		TokenRatio: m.TokenRatio, CapField: preset.CapField, StreamUsage: preset.StreamUsage}, nil

@@ -247,27 +247,27 @@ func TestNamesInsideCountedValuesPass(t *testing.T) {
 func TestPassFieldsAndBetas(t *testing.T) {
 	t.Parallel()
 	m := model(t, "o200k_base")
-	body := `{"model":"m","max_tokens":5,"top_k":40,"messages":[{"role":"user","content":"x"}],"speed":"fast"}`
-	req, err := bound.Parse(bound.Messages, []byte(body), map[string][]string{"Anthropic-Beta": {"fast-mode-2026-02-01, prompt-caching-2024-07-31"}})
+	body := `{"model":"m","max_tokens":5,"top_k":40,"messages":[{"role":"user","content":"x"}],"diagnostics":{"level":2}}`
+	req, err := bound.Parse(bound.Messages, []byte(body), map[string][]string{"Anthropic-Beta": {"advisor-tool-2026-03-01, prompt-caching-2024-07-31"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = req.Prepare(m, native{})
-	if re := refusal(t, err, "speed"); !strings.Contains(re.Message, "pass_fields") {
+	if re := refusal(t, err, "diagnostics"); !strings.Contains(re.Message, "pass_fields") {
 		t.Fatalf("%s does not say how to let it pass", re.Message)
 	}
 	passing := *m
-	passing.Pass = &bound.Pass{Fields: []string{"speed"}}
+	passing.Pass = &bound.Pass{Fields: []string{"diagnostics"}}
 	_, err = req.Prepare(&passing, native{})
-	if re := refusal(t, err, "anthropic-beta"); !strings.Contains(re.Message, "fast-mode-2026-02-01") || !strings.Contains(re.Message, "pass_betas") {
+	if re := refusal(t, err, "anthropic-beta"); !strings.Contains(re.Message, "advisor-tool-2026-03-01") || !strings.Contains(re.Message, "pass_betas") {
 		t.Fatalf("%s does not name the beta and how to pass it", re.Message)
 	}
-	passing.Pass.Betas = []string{"fast-mode-2026-02-01"}
+	passing.Pass.Betas = []string{"advisor-tool-2026-03-01"}
 	p, err := req.Prepare(&passing, native{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(p.Body) != body || p.Betas != "fast-mode-2026-02-01,prompt-caching-2024-07-31" {
+	if string(p.Body) != body || p.Betas != "advisor-tool-2026-03-01,prompt-caching-2024-07-31" {
 		t.Fatalf("forwarded %s with betas %q", p.Body, p.Betas)
 	}
 	for _, beta := range []string{"fast-mode-2026-02-01", "mcp-client-2025-04-04", "no-such-beta"} {

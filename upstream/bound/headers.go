@@ -50,7 +50,7 @@ var betas = map[string]string{
 	"extended-cache-ttl-2025-04-11": "",
 
 	// Refused: they bill what the bound cannot compute.
-	"fast-mode-2026-02-01":      "fast mode bills a multiple of the model's price",
+	"fast-mode-2026-02-01":      "fast mode bills a multiple of the price (models.<name>.fast_mode), and the model has none",
 	"advisor-tool-2026-03-01":   "the advisor tool bills a second model's tokens",
 	"compact-2026-01-12":        "compaction bills an extra sampling step the gateway cannot bound",
 	"compact-2026-09-04":        "compaction bills an extra sampling step the gateway cannot bound",
@@ -81,6 +81,8 @@ func (m *Model) betas(values []string) (string, error) {
 		case !known:
 			return "", badRequest("anthropic-beta", "the beta %q is not one the gateway knows: it forwards only betas whose cost it can bound (docs/bounds.md). "+
 				"If it bills nothing, the upstream's operator can let it pass with upstreams[].pass_betas: [%s], taking the bill's risk", b, b)
+		case b == fastModeBeta && m.FastMode > 0:
+			// priced: the request's speed bills at the model's multiple
 		case reason != "":
 			return "", badRequest("anthropic-beta", "the beta %q is refused: %s, which the gateway cannot bound. "+
 				"An upstream's operator who prices it outside the gateway can let it pass with upstreams[].pass_betas: [%s], taking the bill's risk", b, reason, b)

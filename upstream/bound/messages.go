@@ -26,8 +26,11 @@ type messagesRequest struct {
 	Metadata *struct {
 		UserID *string `json:"user_id"`
 	} `json:"metadata" bound:"free"`
-	MCPServers jsontext.Value `json:"mcp_servers" bound:"refused"`
-	Container  jsontext.Value `json:"container" bound:"refused"`
+	// Speed and InferenceGeo bill a multiple of the price (modes).
+	Speed        *string        `json:"speed" bound:"bounded"`
+	InferenceGeo *string        `json:"inference_geo" bound:"bounded"`
+	MCPServers   jsontext.Value `json:"mcp_servers" bound:"refused"`
+	Container    jsontext.Value `json:"container" bound:"refused"`
 
 	ToolChoice        jsontext.Value `json:"tool_choice" bound:"free"`
 	StopSequences     jsontext.Value `json:"stop_sequences" bound:"free"`
@@ -407,6 +410,9 @@ func (r *messagesRequest) output(m *Model, p *Prepared) error {
 		return err
 	}
 	p.Choices, p.ClientWantsUsage = 1, true // its streams always carry usage
+	if err := r.modes(m, p); err != nil {
+		return err
+	}
 	return r.searches(m, p)
 }
 

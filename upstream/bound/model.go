@@ -33,6 +33,10 @@ type Model struct {
 	Embedding   bool
 	// WebSearch lets requests use Anthropic's web search (zero: refused).
 	WebSearch WebSearch
+	// FastMode and GeoUS are the multiples of the price, in thousandths,
+	// that Anthropic's fast mode and US-only inference bill (6000, 1100);
+	// 0 refuses them.
+	FastMode, GeoUS int64
 	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
 	// model whose tokenizer is not public; 0 or 1 means exact.
 	TokenRatio float64

@@ -112,6 +112,9 @@ type Prepared struct {
 	// WebSearches is the most web searches the provider may run for the
 	// request, each billed a fee; InputTokens bounds their results too.
 	WebSearches int64
+	// PerMille is the multiple of the list price the request bills at,
+	// in thousandths (a mode or region: Price); 0 is the list price.
+	PerMille int64
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool

@@ -378,6 +378,12 @@ func (r *messagesRequest) canonical() (*convert.Chat, string, error) {
 	if r.Thinking != nil && r.Thinking.Type != "disabled" {
 		return nil, "", badRequest("thinking", "extended thinking is not supported for this model")
 	}
+	if r.Speed != nil && *r.Speed != "standard" {
+		return nil, "", badRequest("speed", "fast mode is Anthropic's, and is not supported for this model")
+	}
+	if r.InferenceGeo != nil && *r.InferenceGeo != "global" {
+		return nil, "", badRequest("inference_geo", "inference_geo is Anthropic's, and is not supported for this model")
+	}
 	if r.OutputFormat != nil || r.outputConfigFormat() != nil {
 		return nil, "", badRequest("output_config", "structured output is not yet translated for this model; ask for it in a tool's input schema")
 	}

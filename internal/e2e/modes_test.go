@@ -2,7 +2,10 @@ package e2e_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -76,5 +79,64 @@ orgs:
 			}
 			t.Logf("%s: recorded %d µ$ = the rule; the upstream billed %d", store, recorded, billed)
 		})
+	}
+}
+
+// A model whose operator did not set the multiples refuses the modes that
+// bill them — the field, the beta alone, the pinned region — with 400
+// naming what was sent, before anything is reserved or forwarded.
+func TestModesWithoutTheirMultipleAreRefused(t *testing.T) {
+	sim, err := simulated.New(simulated.Options{APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(sim)
+	t.Cleanup(up.Close)
+	src := `
+upstreams:
+  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-plain]}
+models:
+  claude-plain: {input: "$3", output: "$15", max_output_tokens: 8000}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
+`
+	msgs := `"model":"claude-plain","max_tokens":50,"messages":[{"role":"user","content":"hello"}]`
+	for _, tc := range []struct{ desc, body, beta, field string }{
+		{"fast mode without its beta", `{` + msgs + `,"speed":"fast"}`, "", "speed"},
+		{"fast mode with its beta", `{` + msgs + `,"speed":"fast"}`, "fast-mode-2026-02-01", "anthropic-beta"},
+		{"fast mode's beta alone", `{` + msgs + `}`, "fast-mode-2026-02-01", "anthropic-beta"},
+		{"a pinned region", `{` + msgs + `,"inference_geo":"us"}`, "", "inference_geo"},
+	} {
+		for _, store := range chargeStores {
+			t.Run(tc.desc+"/"+store, func(t *testing.T) {
+				r := serveOn(t, store, src)
+				req, _ := http.NewRequest(http.MethodPost, r.urls[0]+"/v1/messages", strings.NewReader(tc.body))
+				req.Header.Set("x-api-key", testKey)
+				if tc.beta != "" {
+					req.Header.Set("anthropic-beta", tc.beta)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), tc.field) {
+					t.Fatalf("status %d, want 400 naming %s: %s", resp.StatusCode, tc.field, body)
+				}
+				if n := sim.Stats().Requests; n != 0 {
+					t.Fatalf("the upstream was called %d times", n)
+				}
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if len(r.entries) != 0 {
+					t.Fatalf("a refusal left ledger entries: %+v", r.entries)
+				}
+			})
+		}
 	}
 }

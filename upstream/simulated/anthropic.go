@@ -7,12 +7,24 @@ import (
 	"math"
 	"net/http"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
 // ClaudeFactor is how the simulated Anthropic upstream models Claude's
-// tokenizer, which is not public: 1.2 tokens per BPE token of the same text.
-// Tollgate's default bound for Claude (1.35) must stay above it.
+// tokenizer, which is not public: 1.2 tokens per BPE token of the same
+// text, never more than its bytes (foreignTokens). A calibrated
+// token_ratio for Claude (1.35 in the docs' example) must stay above it.
 const ClaudeFactor = 1.2
+
+// foreignTokens is how a simulated model whose tokenizer is not public
+// counts a text: its BPE count times factor, and never more than its
+// UTF-8 bytes, as no byte-level tokenizer makes a token of less than a
+// byte (on punctuation or emoji, where a BPE token is a byte or two, the
+// cap is what is billed).
+func foreignTokens(c *tokenizer.Counter, s string, factor float64) int64 {
+	return min(int64(math.Ceil(float64(c.Count(s))*factor)), int64(len(s)))
+}
 
 type messagesRequest struct {
 	Model     string          `json:"model"`
@@ -149,27 +161,31 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	s.streamMessage(w, r, &m)
 }
 
-// claudePrompt is what Claude bills req's input as: its BPE count scaled
-// by ClaudeFactor, the tools' prompt, and each image.
+// claudePrompt is what Claude bills req's input as: its texts counted
+// by claudeTokens, 3 a message, the tools' prompt, and each image.
 func (s *Server) claudePrompt(req *messagesRequest) int64 {
 	c := s.counter(req.Model)
-	var bpe, images int64
+	var n int64
 	if len(req.System) > 0 {
 		text, img := anthropicText(req.System, claudeHighRes(req.Model))
-		bpe, images = c.Count(text), img
+		n = claudeTokens(c, text) + img
 	}
 	for _, m := range req.Messages {
 		text, img := anthropicText(m.Content, claudeHighRes(req.Model))
-		bpe += 3 + c.Count(text)
-		images += img
+		n += 3 + claudeTokens(c, text) + img
 	}
 	if len(req.Tools) > 0 {
-		bpe += claudeToolPrompt
+		n += claudeToolPrompt
 		for _, t := range req.Tools {
-			bpe += c.Count(compact(t))
+			n += claudeTokens(c, compact(t))
 		}
 	}
-	return int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images
+	return n
+}
+
+// claudeTokens is how the simulated Claude counts a text.
+func claudeTokens(c *tokenizer.Counter, s string) int64 {
+	return foreignTokens(c, s, ClaudeFactor)
 }
 
 // claudeMessage is one generated answer of the Messages API.

@@ -219,37 +219,38 @@ func (req *converseRequest) ask() ask {
 // tokenizer is modelled as the Anthropic simulator's.
 func (s *Server) conversePrompt(model string, req *converseRequest) int64 {
 	c := s.counter(model)
-	var bpe, images int64
+	factor := 1.0
+	if strings.Contains(model, "claude") {
+		factor = ClaudeFactor
+	}
+	var n int64
+	text := func(t string) { n += foreignTokens(c, t, factor) }
 	for _, sys := range req.System {
-		bpe += c.Count(sys.Text)
+		text(sys.Text)
 	}
 	for _, m := range req.Messages {
-		bpe += 3
+		n += 3
 		for _, b := range m.Content {
-			bpe += c.Count(b.Text)
+			text(b.Text)
 			switch {
 			case b.Image != nil:
-				images += 1600
+				n += 1600
 			case b.Document != nil && b.Document.Format == "pdf":
-				images += claudePDFPage * pdfPageCount(b.Document.Source.Bytes)
+				n += claudePDFPage * pdfPageCount(b.Document.Source.Bytes)
 			case b.ToolUse != nil:
-				bpe += c.Count(b.ToolUse.Name + string(b.ToolUse.Input))
+				text(b.ToolUse.Name + string(b.ToolUse.Input))
 			case b.ToolResult != nil:
 				for _, x := range b.ToolResult.Content {
-					bpe += c.Count(x.Text)
+					text(x.Text)
 				}
 			}
 		}
 	}
 	if len(req.ToolConfig.Tools) > 0 {
-		bpe += claudeToolPrompt
+		n += claudeToolPrompt
 		for _, t := range req.ToolConfig.Tools {
-			bpe += c.Count(t.ToolSpec.Name + t.ToolSpec.Description + string(t.ToolSpec.InputSchema.JSON))
+			text(t.ToolSpec.Name + t.ToolSpec.Description + string(t.ToolSpec.InputSchema.JSON))
 		}
 	}
-	factor := 1.0
-	if strings.Contains(model, "claude") {
-		factor = ClaudeFactor
-	}
-	return int64(math.Ceil(float64(bpe)*factor)) + images
+	return n
 }

@@ -3,7 +3,6 @@ package simulated
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"math"
 	"strings"
 	"time"
 )
@@ -46,13 +45,13 @@ func (c cacheUse) usage(prompt, n int64) map[string]any {
 }
 
 // claudeBreakpoints lists req's marked prefixes in order, counted as
-// claudePrompt counts (BPE × ClaudeFactor, images at their figure).
+// claudePrompt counts (claudeTokens, images at their figure).
 func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 	c := s.counter(req.Model)
 	var (
-		bpe, images int64
-		seen        strings.Builder
-		marks       []breakpoint
+		tokens int64
+		seen   strings.Builder
+		marks  []breakpoint
 	)
 	seen.WriteString(req.Model)
 	mark := func(raw json.RawMessage) {
@@ -69,11 +68,11 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 			ttl = time.Hour
 		}
 		marks = append(marks, breakpoint{key: sha256.Sum256([]byte(seen.String())),
-			tokens: int64(math.Ceil(float64(bpe)*ClaudeFactor)) + images, ttl: ttl})
+			tokens: tokens, ttl: ttl})
 	}
 	block := func(raw json.RawMessage) {
 		text, img := anthropicText(json.RawMessage("["+string(raw)+"]"), claudeHighRes(req.Model))
-		bpe, images = bpe+c.Count(text), images+img
+		tokens += claudeTokens(c, text) + img
 		seen.Write(raw)
 		mark(raw)
 	}
@@ -81,7 +80,7 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 		var list []json.RawMessage
 		if json.Unmarshal(raw, &list) != nil { // a string: no breakpoint in it
 			text, _ := anthropicText(raw, false)
-			bpe += c.Count(text)
+			tokens += claudeTokens(c, text)
 			seen.Write(raw)
 			return
 		}
@@ -90,9 +89,9 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 		}
 	}
 	if len(req.Tools) > 0 {
-		bpe += claudeToolPrompt
+		tokens += claudeToolPrompt
 		for _, t := range req.Tools {
-			bpe += c.Count(compact(t))
+			tokens += claudeTokens(c, compact(t))
 			seen.Write(t)
 			mark(t)
 		}
@@ -101,7 +100,7 @@ func (s *Server) claudeBreakpoints(req *messagesRequest) []breakpoint {
 		content(req.System)
 	}
 	for _, m := range req.Messages {
-		bpe += 3
+		tokens += 3
 		seen.WriteString(m.Role)
 		content(m.Content)
 	}

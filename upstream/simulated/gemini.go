@@ -4,15 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/tokenizer"
 )
 
 // GeminiFactor is how the simulated Gemini models Gemini's tokenizer,
-// which runs at Google: 1.1 tokens per BPE token of the same text.
-// Tollgate's default bound for a model whose tokenizer is not its
-// encoding (1.35) must stay above it.
+// which runs at Google: 1.1 tokens per BPE token of the same text but
+// for its digits, a token each, and never more than its bytes
+// (foreignTokens). A calibrated token_ratio must stay above it.
 const GeminiFactor = 1.1
 
 // geminiImageTokens is what Gemini bills an image of at most 384 pixels a
@@ -194,23 +195,12 @@ func (req *geminiRequest) ask() ask {
 }
 
 // geminiPrompt is what Gemini bills a request's input as: its text, tool
-// calls, results and declarations scaled by GeminiFactor but for their
-// digits, a token each, and each image.
+// calls, results and declarations counted by geminiTokens, 3 a content,
+// and each image.
 func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 	c := s.counter(model)
-	var bpe, digits, images int64
-	// Gemini's tokenizer makes every digit a token: a text's digits are
-	// counted one by one, the rest of it as BPE × GeminiFactor.
-	text := func(t string) {
-		d := strings.Map(func(r rune) rune {
-			if r >= '0' && r <= '9' {
-				digits++
-				return -1
-			}
-			return r
-		}, t)
-		bpe += c.Count(d)
-	}
+	var n, images int64
+	text := func(t string) { n += geminiTokens(c, t) }
 	count := func(parts []geminiPart) {
 		for _, p := range parts {
 			text(p.Text)
@@ -232,7 +222,7 @@ func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 		count(req.SystemInstruction.Parts)
 	}
 	for _, m := range req.Contents {
-		bpe += 3
+		n += 3
 		count(m.Parts)
 	}
 	for _, t := range req.Tools {
@@ -240,5 +230,20 @@ func (s *Server) geminiPrompt(model string, req *geminiRequest) int64 {
 			text(f.Name + f.Description + string(f.ParametersJSONSchema) + string(f.Parameters))
 		}
 	}
-	return int64(math.Ceil(float64(bpe)*GeminiFactor)) + digits + images
+	return n + images
+}
+
+// geminiTokens is how the simulated Gemini counts a text: Gemini's
+// tokenizer makes every digit a token, so the digits are counted one by
+// one and the rest as BPE × GeminiFactor; no more than its bytes.
+func geminiTokens(c *tokenizer.Counter, t string) int64 {
+	var digits int64
+	rest := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			digits++
+			return -1
+		}
+		return r
+	}, t)
+	return min(foreignTokens(c, rest, GeminiFactor)+digits, int64(len(t)))
 }

@@ -471,15 +471,17 @@ type Model struct {
 	// "us": 1.1). Unset, a request that asks for either is refused.
 	FastMode       float64 `yaml:"fast_mode"`
 	InferenceGeoUS float64 `yaml:"inference_geo_us"`
-	// TokenRatio scales the BPE count into an upper bound for models whose
-	// tokenizer is not one of OpenAI's (Claude, Gemini, Llama, Mistral…):
-	// input tokens are estimated as ceil(count × ratio). Default 1.0 for a
-	// model counted with its own encoding, else 1.35. Tune it with
-	// tollgate_estimate_actual_ratio.
+	// TokenRatio, for a model whose tokenizer is not one of OpenAI's
+	// (Claude, Gemini, Llama, Mistral…), bounds its input as
+	// ceil(BPE count × ratio): a calibrated estimate, the operator's
+	// opt-in, tuned with tollgate_estimate_actual_ratio. Unset, such a
+	// model's text is bounded by its UTF-8 bytes, which no byte-level
+	// tokenizer exceeds (CountsBytes). 1 for a model counted with its
+	// own encoding.
 	TokenRatio float64 `yaml:"token_ratio"`
 	// DigitTokens counts every digit of the input as a token of its own,
 	// on top of the BPE count (which groups up to three digits in one),
-	// before token_ratio scales it: for a model whose tokenizer splits numbers into digits, so
+	// before token_ratio scales it (bytes count every digit already): for a model whose tokenizer splits numbers into digits, so
 	// that a prompt of digits is bounded at least at what it bills.
 	// Default true for Gemini and Gemma models; set it for others whose
 	// tokenizer does the same (Llama 2, Mistral).
@@ -522,6 +524,11 @@ type Model struct {
 	// scaled by TokenRatio. Set by SetDefaults.
 	Foreign bool `yaml:"-"`
 }
+
+// CountsBytes reports whether m's text is bounded by its UTF-8 bytes, a
+// proof: its tokenizer is not the encoding it is counted with, and the
+// operator set no token_ratio to calibrate a BPE count instead.
+func (m Model) CountsBytes() bool { return m.Foreign && m.TokenRatio == 0 }
 
 // WebSearch prices and bounds Anthropic's web search server tool
 // (web_search_*) for a model. The provider runs the searches in a loop of

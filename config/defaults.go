@@ -17,13 +17,6 @@ const (
 	DefaultUpstreamTimeout  = 10 * time.Minute
 	DefaultOutputCap        = 4096
 	DefaultRateWindow       = time.Minute
-	// DefaultForeignTokenRatio bounds a model's token count from a BPE
-	// count (o200k_base) of the same text where the model's own tokenizer
-	// is another: Claude's is not public and produces more tokens than
-	// OpenAI's encodings on English prose, code and CJK; Gemini's, Llama's
-	// and Mistral's differ too. Operators tune it per model from the
-	// metric tollgate_estimate_actual_ratio.
-	DefaultForeignTokenRatio = 1.35
 	// DefaultAudioTokensPerSecond bounds an OpenAI audio model's input
 	// audio: twice the one token per 100 ms it bills.
 	DefaultAudioTokensPerSecond = 20
@@ -194,14 +187,11 @@ func (c *Config) SetDefaults() {
 }
 
 // withDefaults is m, the model called name, with its documented defaults:
-// its token ratio, its family's image, PDF page and audio figures, its
+// its token ratio (none for a model counted in bytes), its family's image, PDF page and audio figures, its
 // default output cap.
 func (m Model) withDefaults(name string) Model {
-	if m.TokenRatio == 0 {
+	if m.TokenRatio == 0 && !m.Foreign {
 		m.TokenRatio = 1
-		if m.Foreign {
-			m.TokenRatio = DefaultForeignTokenRatio
-		}
 	}
 	if m.DigitTokens == nil {
 		lower := strings.ToLower(name)

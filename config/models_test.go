@@ -22,7 +22,7 @@ upstreams:
   - {name: local, preset: vllm, base_url: "http://127.0.0.1:8000/v1", models: [my-llama]}
 models:
   gpt-4o-mini: {input: "$0.10"}
-  my-llama: {input: 0, output: 0, max_output_tokens: 4096}
+  my-llama: {input: 0, output: 0, max_output_tokens: 4096, token_ratio: 1.35}
 `
 	c, err := config.Parse([]byte(src), noEnv)
 	if err != nil {
@@ -32,19 +32,19 @@ models:
 		model         string
 		input, output budget.Money
 		encoding      string
-		ratio         float64
+		ratio         float64 // 0: counted in bytes
 		priced        string
 		maxOut        int64
 	}{
 		{"gpt-4o", 2_500_000, 10_000_000, "o200k_base", 1, "catalogue (openai", 16384},
 		{"gpt-4o-mini", 100_000, 600_000, "o200k_base", 1, "config + catalogue", 16384},
-		{"llama-3.3-70b-versatile", 590_000, 790_000, "o200k_base", config.DefaultForeignTokenRatio, "catalogue (groq", 32768},
-		{"claude-sonnet-4-5", 3_000_000, 15_000_000, "o200k_base", config.DefaultForeignTokenRatio, "catalogue (anthropic", 64000},
-		{"my-llama", 0, 0, "o200k_base", config.DefaultForeignTokenRatio, "config", 4096},
+		{"llama-3.3-70b-versatile", 590_000, 790_000, "o200k_base", 0, "catalogue (groq", 32768},
+		{"claude-sonnet-4-5", 3_000_000, 15_000_000, "o200k_base", 0, "catalogue (anthropic", 64000},
+		{"my-llama", 0, 0, "o200k_base", 1.35, "config", 4096},
 	} {
 		m, ok := c.Models[tc.model]
 		p := m.Price()
-		if !ok || p.Input != tc.input || p.Output != tc.output || m.Encoding != tc.encoding || m.TokenRatio != tc.ratio ||
+		if !ok || p.Input != tc.input || p.Output != tc.output || m.Encoding != tc.encoding || m.TokenRatio != tc.ratio || m.CountsBytes() != (tc.ratio == 0) ||
 			!strings.HasPrefix(m.Priced, tc.priced) || m.MaxOutputTokens != tc.maxOut {
 			t.Errorf("%s: %+v (price %+v)", tc.model, m, p)
 		}

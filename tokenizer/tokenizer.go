@@ -34,8 +34,11 @@ type Counter struct {
 	fast  *fast // o200k_base and cl100k_base; nil: tiktoken-go counts
 	cache *countCache
 	// bpe, for a counter made by SplitDigits, is the encoding's own
-	// counter, whose count this one adds the digits to.
+	// counter, whose count this one adds the digits to; for one made by
+	// Bytes, the counter it was made from.
 	bpe *Counter
+	// bytes: the count is the text's length in UTF-8 bytes (Bytes).
+	bytes bool
 
 	encOnce sync.Once
 	enc     *tiktoken.Tiktoken // the reference: Encode, Decode, other encodings
@@ -84,7 +87,7 @@ func Load(encoding string) (*Counter, error) {
 // one. A run of n digits then counts at least n, as such a model bills
 // it, however the rest of the text is scaled. It has its own cache.
 func (c *Counter) SplitDigits() *Counter {
-	if c.bpe != nil {
+	if c.bpe != nil { // already split, or bytes, which count every digit
 		return c
 	}
 	loadMu.Lock()
@@ -97,6 +100,42 @@ func (c *Counter) SplitDigits() *Counter {
 	loaded[key] = d
 	return d
 }
+
+// Bytes returns the counter for a model whose tokenizer is not public
+// (Claude's, Gemini's, Llama's…): it counts a text as its length in UTF-8
+// bytes. Every byte-level BPE or SentencePiece tokenizer with byte
+// fallback makes each token of a text from one byte of it or more, so no
+// such tokenizer counts more: the bound is a proof, where c's BPE count
+// times a ratio is only a calibrated estimate. Estimate returns c, for
+// what is counted to estimate rather than to bound.
+func (c *Counter) Bytes() *Counter {
+	if c.bytes {
+		return c
+	}
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	key := c.name + "+bytes"
+	if b, ok := loaded[key]; ok {
+		return b
+	}
+	b := &Counter{name: key, bpe: c, bytes: true}
+	loaded[key] = b
+	return b
+}
+
+// Estimate returns the counter c was made from by Bytes, or c: a count
+// close to the model's own, not a bound on it (streamed output counted
+// where the upstream reported none, which is charged within the
+// request's output bound anyway).
+func (c *Counter) Estimate() *Counter {
+	if c.bytes {
+		return c.bpe
+	}
+	return c
+}
+
+// CountsBytes reports whether c counts UTF-8 bytes (Bytes).
+func (c *Counter) CountsBytes() bool { return c.bytes }
 
 // digits is how many ASCII digits s holds.
 func digits(s string) int64 {
@@ -131,8 +170,8 @@ func (c *Counter) Name() string { return c.name }
 // Every count is cached by content hash: even a role name costs tiktoken-go
 // a microsecond or more of regexp and BPE work, a cache hit about 100 ns.
 func (c *Counter) Count(s string) int64 {
-	if len(s) == 0 {
-		return 0
+	if c.bytes || len(s) == 0 {
+		return int64(len(s))
 	}
 	h := maphash.String(hashKey, s)
 	if n, ok := c.cache.get(h); ok {

@@ -189,3 +189,37 @@ func TestSplitDigitsCountsEveryDigit(t *testing.T) {
 		t.Fatalf("round trip %q", got)
 	}
 }
+
+// The bytes counter counts every text as its UTF-8 length, which no
+// byte-level BPE count of it exceeds (each token holds a byte or more),
+// nor a tokenizer that makes each digit a token: checked against both
+// BPE encodings, built on each with and without its digits, on
+// prose, code, CJK, emoji, digits and punctuation. It is one counter per
+// base, splitting digits leaves it as it is, and its Estimate is its base.
+func TestBytesBoundEveryBPECount(t *testing.T) {
+	for _, enc := range []string{"o200k_base", "cl100k_base"} {
+		c, err := tokenizer.Load(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, base := range []*tokenizer.Counter{c, c.SplitDigits()} {
+			b := base.Bytes()
+			if b.Bytes() != b || base.Bytes() != b || b.SplitDigits() != b || b.Estimate() != base || base.Estimate() != base || !b.CountsBytes() {
+				t.Fatalf("%s: Bytes, SplitDigits and Estimate do not compose", base.Name())
+			}
+			for _, s := range []string{
+				"The gateway reserves before it forwards, and settles after.",
+				"func f(x int) (int, error) { return x * 2, nil } // 😀",
+				"予算は月ごとに決められ、チームごとに報告される。",
+				"0123456789 3.14159 2026-12-07",
+				"!?!?;;::..,,--==++**&&^^%%$$##@@",
+				"👩‍👩‍👧‍👦🇺🇦",
+				"",
+			} {
+				if n := b.Count(s); n != int64(len(s)) || n < c.Count(s) {
+					t.Errorf("%s: %q counts %d bytes; %d by %s", b.Name(), s, n, c.Count(s), enc)
+				}
+			}
+		}
+	}
+}

@@ -94,7 +94,10 @@ func inForce(cfg *config.Config) []modelRow {
 			r := modelRow{Model: name, Upstream: u.Name, Provider: u.CatalogProvider(), Input: int64(p.Input), CachedInput: int64(p.CachedInput),
 				CacheWrite: int64(p.CacheWrite), CacheWrite1h: int64(p.CacheWrite1h), Output: int64(p.Output), MaxOutputTokens: m.MaxOutputTokens, Priced: m.Priced,
 				Counted: m.Encoding}
-			if m.Foreign {
+			switch {
+			case m.CountsBytes():
+				r.Counted = "UTF-8 bytes"
+			case m.Foreign:
 				r.Counted = fmt.Sprintf("%s × %g", m.Encoding, m.TokenRatio)
 			}
 			if _, own := u.Prices[name]; own {

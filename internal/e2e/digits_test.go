@@ -14,10 +14,12 @@ import (
 // Gemini's tokenizer makes every digit a token; BPE groups three in one.
 // A prompt of 202,000 digits counted as BPE × 1.35 was bounded at ~91k
 // tokens, billed ≥ 202k and crossed the 200k price tier: 4.4 × its
-// reservation. By default a Gemini model counts digits one by one on top
-// of the BPE count, so the reservation holds; digit_tokens: false (the
-// calibrated count alone) shows what it prevents: the same prompt charged
-// past its reservation, an overrun.
+// reservation. By default a Gemini model's text is bounded by its bytes,
+// a proof, which counts every digit; a calibrated token_ratio counts
+// digits one by one on top of the BPE count (digit_tokens, on for
+// Gemini), so its reservation holds too; and with digit_tokens: false
+// besides, the calibrated count alone shows what that prevents: the same
+// prompt charged past its reservation, an overrun.
 func TestAGeminiPromptOfDigitsIsBoundedByItsDigits(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
@@ -29,9 +31,10 @@ func TestAGeminiPromptOfDigitsIsBoundedByItsDigits(t *testing.T) {
 			t.Cleanup(up.Close)
 			src := `
 upstreams:
-  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: k, models: [gemini-2.5-pro, gemini-2.5-flash]}
+  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: k, models: [gemini-2.5-pro, gemini-2.5-flash, gemini-2.5-flash-lite]}
 models:
-  gemini-2.5-flash: {digit_tokens: false}
+  gemini-2.5-flash: {token_ratio: 1.35}
+  gemini-2.5-flash-lite: {token_ratio: 1.35, digit_tokens: false}
 orgs:
   - id: acme
     teams:
@@ -42,20 +45,20 @@ orgs:
 			r := serveOn(t, store, src)
 
 			digits := strings.Repeat("3141592653", 20_200)
-			for _, model := range []string{"gemini-2.5-pro", "gemini-2.5-flash"} {
+			for _, model := range []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"} {
 				status, body := callAs(t, testKey, http.MethodPost, r.urls[0]+"/v1/chat/completions",
 					`{"model":"`+model+`","max_tokens":10,"messages":[{"role":"user","content":"`+digits+`"}]}`)
 				if status != 200 {
 					t.Fatalf("%s: %d %s", model, status, body)
 				}
 			}
-			got := r.settled(t, 2)
+			got := r.settled(t, 3)
 			byModel := map[string]budget.Entry{}
 			for _, e := range got {
 				byModel[e.Model] = e
 			}
 			billed := sim.Stats().Usage
-			pro, flash := byModel["gemini-2.5-pro"], byModel["gemini-2.5-flash"]
+			pro, flash, lite := byModel["gemini-2.5-pro"], byModel["gemini-2.5-flash"], byModel["gemini-2.5-flash-lite"]
 			if pro.Usage.Estimated || pro.Usage.InputTokens != billed["gemini-2.5-pro"].BilledPromptTokens || pro.Usage.InputTokens < 202_000 {
 				t.Fatalf("gemini-2.5-pro settled at %+v; the upstream billed %d prompt tokens", pro.Usage, billed["gemini-2.5-pro"].BilledPromptTokens)
 			}
@@ -65,14 +68,17 @@ orgs:
 				t.Errorf("gemini-2.5-pro charged %d µ$, the tier's rule gives %d", pro.Cost, want)
 			}
 			if pro.Cost > pro.Reserved {
-				t.Errorf("gemini-2.5-pro (digits counted one by one) charged %d µ$ past its reservation of %d", pro.Cost, pro.Reserved)
+				t.Errorf("gemini-2.5-pro (bounded by its bytes) charged %d µ$ past its reservation of %d", pro.Cost, pro.Reserved)
 			}
-			if flash.Usage.InputTokens != billed["gemini-2.5-flash"].BilledPromptTokens || flash.Cost <= flash.Reserved {
-				t.Errorf("gemini-2.5-flash (digit_tokens: false) charged %d µ$ of %d reserved for %d tokens: want the calibrated count to fall short",
-					flash.Cost, flash.Reserved, flash.Usage.InputTokens)
+			if flash.Usage.InputTokens != billed["gemini-2.5-flash"].BilledPromptTokens || flash.Cost > flash.Reserved {
+				t.Errorf("gemini-2.5-flash (token_ratio: 1.35, digits one by one) charged %d µ$ past its reservation of %d", flash.Cost, flash.Reserved)
 			}
-			t.Logf("%s: 202,000 digits billed as %d tokens; reserved %d µ$ and charged %d by default; reserved %d and charged %d (%.1f×) with digit_tokens: false",
-				store, pro.Usage.InputTokens, pro.Reserved, pro.Cost, flash.Reserved, flash.Cost, float64(flash.Cost)/float64(flash.Reserved))
+			if lite.Usage.InputTokens != billed["gemini-2.5-flash-lite"].BilledPromptTokens || lite.Cost <= lite.Reserved {
+				t.Errorf("gemini-2.5-flash-lite (token_ratio: 1.35, digit_tokens: false) charged %d µ$ of %d reserved for %d tokens: want the calibrated count to fall short",
+					lite.Cost, lite.Reserved, lite.Usage.InputTokens)
+			}
+			t.Logf("%s: 202,000 digits billed as %d tokens; charged/reserved µ$: proven %d/%d, calibrated with digits %d/%d, calibrated without digits %d/%d (%.1f×)",
+				store, pro.Usage.InputTokens, pro.Cost, pro.Reserved, flash.Cost, flash.Reserved, lite.Cost, lite.Reserved, float64(lite.Cost)/float64(lite.Reserved))
 		})
 	}
 }

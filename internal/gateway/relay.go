@@ -409,7 +409,7 @@ func (g *Gateway) stream(ctx context.Context, cl *Call, p *plan, w http.Response
 	defer meter.Release() // after the return value is counted from its text
 	events := upstream.NewEventReader(body)
 	defer events.Release()
-	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}
+	count := outputCount{counter: p.dep.model.Counter.Estimate(), bound: p.prep.MaxOutputTokens}
 	lease := g.leaseKeeper(ctx, cl)
 	relaying := true // until a write fails: the client left
 	for {

@@ -172,6 +172,9 @@ func modelAt(c *config.Config, u config.Upstream, name string, pass *bound.Pass)
 	if m.DigitTokens != nil && *m.DigitTokens {
 		counter = counter.SplitDigits()
 	}
+	if m.CountsBytes() {
+		counter = counter.Bytes()
+	}
 	preset := catalog.Presets[u.Preset]
 	var search bound.WebSearch
 	if ws := m.WebSearch; ws != nil {

@@ -74,7 +74,7 @@ func (g *Gateway) streamTranslated(ctx context.Context, cl *Call, p *plan, w htt
 	dec := convert.NewDecoder(tr.Upstream, tr.FormatTool)
 	enc := convert.NewEncoder(tr.Client, tr.ClientModel, tr.IncludeUsage)
 	text := keptText{max: maxText(p)}
-	count := outputCount{counter: p.dep.model.Counter, bound: p.prep.MaxOutputTokens}
+	count := outputCount{counter: p.dep.model.Counter.Estimate(), bound: p.prep.MaxOutputTokens}
 	lease := g.leaseKeeper(ctx, cl)
 	var usage convert.Usage
 	stopped := false

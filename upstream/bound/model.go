@@ -37,8 +37,10 @@ type Model struct {
 	// that Anthropic's fast mode and US-only inference bill (6000, 1100);
 	// 0 refuses them.
 	FastMode, GeoUS int64
-	// TokenRatio (≥ 1) scales the BPE count into an upper bound for a
-	// model whose tokenizer is not public; 0 or 1 means exact.
+	// TokenRatio (≥ 1) scales Counter's count into a calibrated estimate
+	// for a model whose tokenizer is not public and whose operator chose
+	// one over the proof (a Counter that counts bytes); 0 or 1: as
+	// counted.
 	TokenRatio float64
 	// CapField is the chat output cap the upstream honours ("max_tokens"),
 	// when it is not OpenAI's own choice of either (catalog.Preset): the

@@ -13,7 +13,8 @@ import (
 )
 
 // Golden files: testdata/usage/NAME.txt holds a kind line (openai-json,
-// openai-sse, anthropic-json, anthropic-sse), a recorded body, a "---" line
+// openai-sse, anthropic-json, anthropic-sse, responses-json, responses-sse,
+// gemini-json), a recorded body, a "---" line
 // and the usage extracted from it.
 func TestUsageGolden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/usage/*.txt")
@@ -33,8 +34,8 @@ func TestUsageGolden(t *testing.T) {
 			kind, body, _ := strings.Cut(head, "\n")
 			var got string
 			switch kind {
-			case "openai-json", "anthropic-json", "responses-json":
-				w := map[string]convert.Wire{"openai-json": convert.OpenAI, "anthropic-json": convert.Anthropic, "responses-json": convert.Responses}[kind]
+			case "openai-json", "anthropic-json", "responses-json", "gemini-json":
+				w := map[string]convert.Wire{"openai-json": convert.OpenAI, "anthropic-json": convert.Anthropic, "responses-json": convert.Responses, "gemini-json": convert.Gemini}[kind]
 				u, err := convert.AnswerUsage(w, []byte(body))
 				got = fmt.Sprintf("%+v err=%v\n", u, err)
 			case "openai-sse", "anthropic-sse", "responses-sse":

@@ -462,8 +462,9 @@ type Model struct {
 	// Above prices a whole request whose input passes a number of tokens
 	// at its own rates (long-context pricing).
 	Above *Tier `yaml:"above"`
-	// WebSearch, when set, lets the model's requests use Anthropic's web
-	// search server tool, refused without it: see WebSearch.
+	// WebSearch, when set, lets the model's requests use the provider's
+	// web search (Anthropic's server tool, OpenAI's Responses tool),
+	// refused without it: see WebSearch.
 	WebSearch *WebSearch `yaml:"web_search"`
 	// FastMode is the multiple of the price Anthropic's fast mode bills
 	// (speed "fast", with its beta: 6 on Claude Opus 4.6), and
@@ -530,15 +531,18 @@ type Model struct {
 // operator set no token_ratio to calibrate a BPE count instead.
 func (m Model) CountsBytes() bool { return m.Foreign && m.TokenRatio == 0 }
 
-// WebSearch prices and bounds Anthropic's web search server tool
-// (web_search_*) for a model. The provider runs the searches in a loop of
-// its own, bills each one, and reads its results into the context, where
+// WebSearch prices and bounds a model's web search: Anthropic's server
+// tool (web_search_*), OpenAI's Responses tool (web_search,
+// web_search_preview). The provider runs the searches in a loop of its
+// own, bills each one, and reads its results into the context, where
 // they bill as input the request's text does not show.
 type WebSearch struct {
-	// Price is one search's ($10 per 1,000 at Anthropic: "$0.01").
+	// Price is one search's ($10 per 1,000 at Anthropic and OpenAI:
+	// "$0.01"; OpenAI's older non-reasoning rates were up to $0.03).
 	Price Money `yaml:"price"`
 	// MaxUses is the most searches one request may run: a tool's
-	// max_uses may not pass it, and a tool without one is sent with it.
+	// max_uses (Anthropic) or the request's max_tool_calls (OpenAI) may
+	// not pass it, and a request without one is sent with it.
 	MaxUses int64 `yaml:"max_uses"`
 	// ResultTokens bounds the input one search's results add. The
 	// provider publishes no limit: this is the operator's figure, and the

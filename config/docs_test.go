@@ -16,7 +16,7 @@ import (
 // model, an org with a team.
 const docBase = `
 upstreams:
-  - {name: openai, kind: openai, base_url: "https://api.openai.com/v1", api_key: k, models: [gpt-4o]}
+  - {name: openai, kind: openai, base_url: "https://api.openai.com/v1", api_key: k, models: [gpt-4o, gpt-5]}
   - {name: anthropic, kind: anthropic, base_url: "https://api.anthropic.com/v1", api_key: k, models: [claude-sonnet-4-5]}
 orgs: [{id: acme, teams: [{id: ml}]}]
 `

@@ -375,7 +375,7 @@ func (m *StreamMeter) observeResponses(data []byte) error {
 			if err != nil {
 				return fmt.Errorf("upstream: stream usage: %w", err)
 			}
-			m.usage = u
+			m.usage = u.WithSearches([]byte(gjson.GetBytes(data, "response.output").Raw))
 		}
 	}
 	return nil

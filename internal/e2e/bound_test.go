@@ -52,7 +52,8 @@ upstreams:
   - {name: gemini, kind: gemini, base_url: "${UPSTREAM}beta", api_key: k, models: [gemini-2.5-flash]}
 models:
   gemini-2.5-flash: {input: "$1", output: "$2", reasoning: "$2", max_output_tokens: 65535}
-  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100, image_tokens: 1445}
+  test-model: {encoding: o200k_base, input: "$1", output: "$2", max_output_tokens: 1000, default_output_tokens: 100, image_tokens: 1445,
+      web_search: {price: "$0.01", max_uses: 3, result_tokens: 2000}}
   gpt-4o:     {encoding: o200k_base, input: "$2", output: "$8", max_output_tokens: 16384}
   gpt-4o-mini: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 16384}
   text-embedding-3-small: {encoding: o200k_base, input: "$1", embedding: true}
@@ -183,6 +184,7 @@ var seeds = [][2]string{
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":40,"stream":true,"messages":[{"role":"user","content":"stream to me"}]}`},
 	{"/v1/responses", `{"model":"test-model","input":"hello","max_output_tokens":30}`},
 	{"/v1/messages", `{"model":"` + claude + `","max_tokens":80,"messages":[{"role":"user","content":"what is new?"}],"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3}]}`},
+	{"/v1/responses", `{"model":"test-model","input":"what is new?","max_output_tokens":80,"tools":[{"type":"web_search","search_context_size":"low"}],"max_tool_calls":2}`},
 	{"/v1/chat/completions", `{"model":"gemini-2.5-flash","max_tokens":20,"messages":[{"role":"user","content":"sum 1234567890 and 2718281828"}]}`},
 	// A manual cached for an hour, then a note for five minutes: long
 	// enough for the provider to cache (1,024 tokens).
@@ -270,6 +272,7 @@ var paid = []struct {
 	{"plugins", []any{map[string]any{"id": "web"}}},
 	{"search_parameters", map[string]any{"mode": "on"}},
 	{"tools", []any{map[string]any{"type": "web_search"}}},
+	{"tools", []any{map[string]any{"type": "web_search_preview", "search_context_size": "high"}}},
 	{"tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
 	{"tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}},
 	{"tools", []any{map[string]any{"type": "web_search_20260209", "name": "web_search", "max_uses": 2}, map[string]any{"type": "web_search_20250305", "name": "s2", "max_uses": 2}}},
@@ -302,6 +305,7 @@ var multipliers = map[string]func(*rand.Rand) any{
 	"best_of":               func(r *rand.Rand) any { return 1 + r.IntN(8) },
 	"max_tokens":            func(r *rand.Rand) any { return 1 + r.IntN(2000) },
 	"max_uses":              func(r *rand.Rand) any { return r.IntN(9) },
+	"max_tool_calls":        func(r *rand.Rand) any { return r.IntN(9) },
 	"max_completion_tokens": func(r *rand.Rand) any { return 1 + r.IntN(2000) },
 	"max_output_tokens":     func(r *rand.Rand) any { return 1 + r.IntN(2000) },
 	"stream":                func(r *rand.Rand) any { return r.IntN(2) == 0 },
@@ -331,7 +335,7 @@ func mutateValue(rng *rand.Rand, v any, depth int) any {
 				delete(x, k)
 			}
 		case op == 1 && depth == 0: // a multiplier, in its own name or a folded one
-			names := []string{"n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens", "stream", "stream_options", "prompt"}
+			names := []string{"n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens", "max_tool_calls", "stream", "stream_options", "prompt"}
 			name := names[rng.IntN(len(names))]
 			val := multipliers[name](rng)
 			if rng.IntN(2) == 0 {
@@ -397,11 +401,11 @@ func TestPropertyBilledWithinReservation(t *testing.T) {
 			admitted++
 		}
 	}
-	searches := r.sim.Stats().Usage[claude].BilledToolCalls
-	if admitted < n/10 || searches == 0 {
-		t.Fatalf("only %d of %d bodies admitted, %d web searches run: the property says little", admitted, n, searches)
+	searches, openAI := r.sim.Stats().Usage[claude].BilledToolCalls, r.sim.Stats().Usage["test-model"].BilledToolCalls
+	if admitted < n/10 || searches == 0 || openAI == 0 {
+		t.Fatalf("only %d of %d bodies admitted, %d web searches run on Claude and %d on OpenAI's wire: the property says little", admitted, n, searches, openAI)
 	}
-	t.Logf("%d of %d mutated bodies admitted (%d web searches run), every one within its reservation", admitted, n, searches)
+	t.Logf("%d of %d mutated bodies admitted (web searches run: %d on Claude, %d on OpenAI's wire), every one within its reservation", admitted, n, searches, openAI)
 }
 
 // FuzzGatewayBound is the same property under go test -fuzz, on any bytes.

@@ -12,22 +12,22 @@ import (
 )
 
 // clientRefusals are the recorded requests the gateway refuses, and the
-// field each refusal names: tools that run at the provider and bill per
-// call, which the bound cannot price.
+// field each refusal names: the providers' web search, which bills per
+// call, on a model whose operator has not priced it (models.<name>.web_search).
 var clientRefusals = map[string]string{
-	"claude-code/17-web-search-tool-2.json": "tools[0].type", // Anthropic's web search, unless priced (searchModel)
-	"codex/01-plain-gpt-4.1-1.json":         "tools[8].type", // OpenAI's hosted web search
-	"codex/02-plain-gpt-4.1-2.json":         "tools[8].type", // OpenAI's hosted web search
-	"codex/04-reasoning-high-1.json":        "tools[8].type", // OpenAI's hosted web search
-	"codex/05-reasoning-high-2.json":        "tools[8].type", // OpenAI's hosted web search
-	"codex/06-output-schema-1.json":         "tools[8].type", // OpenAI's hosted web search
-	"codex/07-output-schema-2.json":         "tools[8].type", // OpenAI's hosted web search
-	"codex/08-image-input-1.json":           "tools[8].type", // OpenAI's hosted web search
-	"codex/09-image-input-2.json":           "tools[8].type", // OpenAI's hosted web search
-	"codex/10-workspace-write-1.json":       "tools[8].type", // OpenAI's hosted web search
-	"codex/11-workspace-write-2.json":       "tools[8].type", // OpenAI's hosted web search
-	"codex/12-web-search-live-1.json":       "tools[8].type", // OpenAI's hosted web search
-	"codex/13-web-search-live-2.json":       "tools[8].type", // OpenAI's hosted web search
+	"claude-code/17-web-search-tool-2.json": "tools[0].type", // Anthropic's web search
+	"codex/01-plain-gpt-4.1-1.json":         "tools[8].type", // OpenAI's web search
+	"codex/02-plain-gpt-4.1-2.json":         "tools[8].type", // the same
+	"codex/04-reasoning-high-1.json":        "tools[8].type", // the same
+	"codex/05-reasoning-high-2.json":        "tools[8].type", // the same
+	"codex/06-output-schema-1.json":         "tools[8].type", // the same
+	"codex/07-output-schema-2.json":         "tools[8].type", // the same
+	"codex/08-image-input-1.json":           "tools[8].type", // the same
+	"codex/09-image-input-2.json":           "tools[8].type", // the same
+	"codex/10-workspace-write-1.json":       "tools[8].type", // the same
+	"codex/11-workspace-write-2.json":       "tools[8].type", // the same
+	"codex/12-web-search-live-1.json":       "tools[8].type", // the same
+	"codex/13-web-search-live-2.json":       "tools[8].type", // the same
 }
 
 // Every request the real clients sent (scripts/agents/capture.sh records
@@ -82,10 +82,13 @@ func TestClientShapesAreKnown(t *testing.T) {
 		}
 		if want, refused := clientRefusals[name]; refused {
 			t.Run(name, func(t *testing.T) { refusal(t, err, want) })
-			if strings.Contains(name, "web-search") && ep == bound.Messages {
+			// Claude Code's and Codex's web search: bounded on a model
+			// whose operator priced it.
+			if strings.Contains(name, "web-search") && ep == bound.Messages || strings.HasPrefix(name, "codex/") {
 				searching := *mm
 				searching.WebSearch = bound.WebSearch{MaxUses: 8, ResultTokens: 5000}
-				if _, err := req.Prepare(&searching, native{}); err != nil {
+				p, err := req.Prepare(&searching, native{})
+				if err != nil || p.WebSearches != 8 {
 					t.Errorf("%s, on a model whose web search is priced: %v", name, err)
 				}
 			}

@@ -30,7 +30,7 @@ type responsesRequest struct {
 
 	ToolChoice           jsontext.Value `json:"tool_choice" bound:"free"`
 	ParallelToolCalls    jsontext.Value `json:"parallel_tool_calls" bound:"free"`
-	MaxToolCalls         jsontext.Value `json:"max_tool_calls" bound:"free"`
+	MaxToolCalls         *int64         `json:"max_tool_calls" bound:"bounded"`
 	Reasoning            jsontext.Value `json:"reasoning" bound:"free"`
 	Temperature          jsontext.Value `json:"temperature" bound:"free"`
 	TopP                 jsontext.Value `json:"top_p" bound:"free"`
@@ -97,9 +97,10 @@ type responsesPart struct {
 }
 
 // responsesTool is a tool definition, counted as its JSON text: a
-// function, a custom tool, or a namespace of such tools (which Codex
-// groups its tools in). A tool of another type runs at the provider
-// (hosted search, code, files, images) and is refused, wherever it is.
+// function, a custom tool, a namespace of such tools (which Codex groups
+// its tools in), or the web search on a model that prices it. A tool of
+// another type runs at the provider (code, files, images, a search the
+// model has no price for) and is refused, wherever it is.
 type responsesTool struct {
 	Type        string           `json:"type"`
 	Name        string           `json:"name"`
@@ -108,6 +109,11 @@ type responsesTool struct {
 	Strict      jsontext.Value   `json:"strict"`
 	Format      jsontext.Value   `json:"format"`
 	Tools       []namespacedTool `json:"tools"` // a namespace's
+	// the web search's
+	SearchContextSize jsontext.Value `json:"search_context_size"`
+	UserLocation      jsontext.Value `json:"user_location"`
+	Filters           jsontext.Value `json:"filters"`
+	ExternalWebAccess jsontext.Value `json:"external_web_access"`
 
 	text string // the definition's JSON text
 }
@@ -125,36 +131,45 @@ func (t *namespacedTool) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 
 func (t *responsesTool) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	type plain responsesTool
-	text, typ, err := readTool(d, (*plain)(t), func(typ string) bool { return typ == "function" || typ == "custom" || typ == "namespace" })
+	text, typ, err := readTool(d, (*plain)(t), func(typ string) bool {
+		return typ == "function" || typ == "custom" || typ == "namespace" || openAISearchTool(typ)
+	})
 	t.Type, t.text = typ, text
 	return err
 }
 
-// check refuses a tool that runs at the provider, in a namespace too.
-func (t *responsesTool) check(at string) error {
-	switch t.Type {
-	case "function", "custom":
+// check refuses a tool that runs at the provider, in a namespace too, but
+// the web search on a model that prices it.
+func (t *responsesTool) check(at string, m *Model) error {
+	switch {
+	case t.Type == "function", t.Type == "custom":
 		return nil
-	case "namespace":
+	case t.Type == "namespace":
 		for i := range t.Tools {
 			inner := &t.Tools[i]
-			if inner.Type == "namespace" {
-				return badRequest(at+".tools["+strconv.Itoa(i)+"].type", "a namespace holds functions and custom tools, not another namespace")
-			}
-			if err := inner.check(at + ".tools[" + strconv.Itoa(i) + "]"); err != nil {
-				return err
+			param := at + ".tools[" + strconv.Itoa(i) + "]"
+			switch inner.Type {
+			case "function", "custom":
+			case "namespace":
+				return badRequest(param+".type", "a namespace holds functions and custom tools, not another namespace")
+			default:
+				return badRequest(param+".type", "a namespace holds functions and custom tools, not %q", inner.Type)
 			}
 		}
 		return nil
+	case openAISearchTool(t.Type) && m.WebSearch.MaxUses > 0:
+		return nil
+	case openAISearchTool(t.Type):
+		return badRequest(at+".type", "%q is OpenAI's web search, billed per call with its results read as input, and the model %s has no web search bound: its operator can price it (models.%s.web_search)", t.Type, m.Name, m.Name)
 	}
 	return badRequest(at+".type", "hosted tool %q bills by its own rules; the gateway cannot bound it", t.Type)
 }
 
 // toolTexts checks tools and returns their texts, as counted.
-func toolTexts(tools []responsesTool, at string) ([]string, error) {
+func toolTexts(tools []responsesTool, at string, m *Model) ([]string, error) {
 	texts := make([]string, 0, len(tools))
 	for i := range tools {
-		if err := tools[i].check(at + "[" + strconv.Itoa(i) + "]"); err != nil {
+		if err := tools[i].check(at+"["+strconv.Itoa(i)+"]", m); err != nil {
 			return nil, err
 		}
 		texts = append(texts, tools[i].text)
@@ -203,13 +218,13 @@ func (r *responsesRequest) input(m *Model) (int64, int64, error) {
 		msgs = append(msgs, cm)
 		audio += cm.AudioTokens
 	}
-	tools, err := toolTexts(r.Tools, "tools")
+	tools, err := toolTexts(r.Tools, "tools", m)
 	if err != nil {
 		return 0, 0, err
 	}
 	for i := range r.Input.list {
 		if it := &r.Input.list[i]; it.Type == "additional_tools" {
-			more, err := toolTexts(it.Tools, "input["+strconv.Itoa(i)+"].tools")
+			more, err := toolTexts(it.Tools, "input["+strconv.Itoa(i)+"].tools", m)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -327,7 +342,7 @@ func (r *responsesRequest) output(m *Model, p *Prepared) error {
 		return err
 	}
 	p.Choices, p.ClientWantsUsage = 1, true // its streams always carry usage
-	return nil
+	return r.searches(m, p)
 }
 
 func (r *responsesRequest) refused(*Model) error {

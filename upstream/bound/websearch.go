@@ -5,14 +5,16 @@ import (
 	"strings"
 )
 
-// WebSearch is what lets a model's requests use Anthropic's web search
-// server tool (web_search_*), which the provider runs in a loop of its
-// own: each search is billed a fee (budget.Price.WebSearch), and its
-// results are read into the context — input the request's text does not
-// show. The zero value refuses the tool.
+// WebSearch is what lets a model's requests use the provider's web
+// search — Anthropic's server tool (web_search_*), OpenAI's Responses
+// tool (web_search, web_search_preview) — which the provider runs in a
+// loop of its own: each search is billed a fee (budget.Price.WebSearch),
+// and its results are read into the context — input the request's text
+// does not show. The zero value refuses the tool.
 type WebSearch struct {
 	// MaxUses is the most searches one request may run: a tool's
-	// max_uses may not pass it, and a tool without one is sent with it.
+	// max_uses (Anthropic) or the request's max_tool_calls (OpenAI) may
+	// not pass it, and a request without one is sent with it.
 	MaxUses int64
 	// ResultTokens bounds the input one search's results add. The
 	// provider sets no limit on them: it is the operator's figure
@@ -23,6 +25,13 @@ type WebSearch struct {
 
 // webSearchTool reports whether an Anthropic tool type is the web search.
 func webSearchTool(t string) bool { return strings.HasPrefix(t, "web_search_") }
+
+// openAISearchTool reports whether a Responses tool type is the web
+// search: web_search and web_search_preview, and their dated versions.
+func openAISearchTool(t string) bool {
+	return t == "web_search" || t == "web_search_preview" ||
+		strings.HasPrefix(t, "web_search_20") || strings.HasPrefix(t, "web_search_preview_20")
+}
 
 // searches sets the most web searches r may run at m — its web search
 // tools' max_uses together — and writes max_uses into a tool that has
@@ -59,6 +68,44 @@ func (r *messagesRequest) searches(m *Model, p *Prepared) error {
 		p.set("tools", []byte("["+strings.Join(texts, ",")+"]"))
 	}
 	return nil
+}
+
+// searches sets the most web searches r may run at m. OpenAI bounds them
+// with max_tool_calls, the request's limit on all its hosted tools' calls
+// (the web search is the one the gateway lets through): it may not pass
+// m's, and a request with a web search and without it is sent with m's.
+func (r *responsesRequest) searches(m *Model, p *Prepared) error {
+	search := false
+	for _, tools := range r.toolLists() {
+		for i := range tools {
+			search = search || openAISearchTool(tools[i].Type)
+		}
+	}
+	if !search {
+		return nil
+	}
+	uses := m.WebSearch.MaxUses
+	switch {
+	case r.MaxToolCalls == nil:
+		p.set("max_tool_calls", strconv.AppendInt(nil, uses, 10))
+	case *r.MaxToolCalls < 1 || *r.MaxToolCalls > uses:
+		return badRequest("max_tool_calls", "must be between 1 and %d with a web search tool (models.%s.web_search.max_uses)", uses, m.Name)
+	default:
+		uses = *r.MaxToolCalls
+	}
+	p.WebSearches = uses
+	return nil
+}
+
+// toolLists are r's tools and those its input items add.
+func (r *responsesRequest) toolLists() [][]responsesTool {
+	lists := [][]responsesTool{r.Tools}
+	for i := range r.Input.list {
+		if it := &r.Input.list[i]; it.Type == "additional_tools" {
+			lists = append(lists, it.Tools)
+		}
+	}
+	return lists
 }
 
 // searchInput is the most input a request whose prompt is bounded at

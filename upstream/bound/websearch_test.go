@@ -110,3 +110,81 @@ func TestWebSearchesAreCharged(t *testing.T) {
 		t.Fatalf("Cost = %d, want %d", c, want)
 	}
 }
+
+const responsesSearchBody = `{"model":"m","max_output_tokens":100,"input":"what happened today?","tools":[%s]%s}`
+
+func responsesSearch(tools, rest string) string {
+	return strings.Replace(strings.Replace(responsesSearchBody, "%s", tools, 1), "%s", rest, 1)
+}
+
+// OpenAI's web search (a Responses tool) is refused on a model its
+// operator has not priced it for, and bounded on one that is as
+// Anthropic's: the request's max_tool_calls — its limit on every hosted
+// tool's calls — is the most searches, and is written where it is not
+// sent; each search's fee and the input its loop reads again are
+// reserved.
+func TestOpenAIWebSearchIsBoundedOrRefused(t *testing.T) {
+	m := model(t, "o200k_base")
+	tool := `{"type":"web_search","search_context_size":"high","filters":{"allowed_domains":["example.com"]}}`
+	_, err := prepare(t, m, bound.Responses, responsesSearch(tool, `,"max_tool_calls":3`))
+	refusal(t, err, "tools[0].type")
+
+	m.WebSearch = bound.WebSearch{MaxUses: 5, ResultTokens: 2000}
+	plain, err := prepare(t, m, bound.Responses, responsesSearch(`{"type":"function","name":"f","parameters":{"type":"object"}}`, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := prepare(t, m, bound.Responses, responsesSearch(tool, `,"max_tool_calls":3`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.WebSearches != 3 || string(p.Body) != responsesSearch(tool, `,"max_tool_calls":3`) {
+		t.Fatalf("WebSearches %d, body %s: want max_tool_calls 3, forwarded as sent", p.WebSearches, p.Body)
+	}
+	prompt := p.InputTokens - (2000*6 + 3*100)
+	if prompt/4*4 != prompt || prompt/4 < plain.InputTokens-100 {
+		t.Fatalf("InputTokens = %d: not 4 × a prompt + 12,300 (the prompt alone with a function: %d)", p.InputTokens, plain.InputTokens)
+	}
+	price := budget.Price{Input: 2_500_000, Output: 10_000_000, WebSearch: 10_000}
+	c, _, err := p.Cost(price, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens, _ := price.Cost(budget.Usage{InputTokens: p.InputTokens, OutputTokens: 100}); c != tokens+30_000 {
+		t.Fatalf("Cost = %d, want the tokens' %d + 3 searches at 10,000", c, tokens)
+	}
+
+	// Without max_tool_calls the provider sets no limit: the gateway
+	// writes the model's, for a search in a turn's additional tools too.
+	for _, body := range []string{
+		responsesSearch(`{"type":"web_search_preview"}`, ""),
+		`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"additional_tools","tools":[{"type":"web_search_2025_08_26"}]}]}`,
+	} {
+		p, err = prepare(t, m, bound.Responses, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.WebSearches != 5 || !strings.HasSuffix(string(p.Body), `,"max_tool_calls":5}`) {
+			t.Fatalf("WebSearches %d, body %s: want max_tool_calls 5 written", p.WebSearches, p.Body)
+		}
+	}
+	// A request without a search keeps its max_tool_calls and runs none.
+	if p, err = prepare(t, m, bound.Responses, responsesSearch(`{"type":"function","name":"f"}`, `,"max_tool_calls":50`)); err != nil || p.WebSearches != 0 {
+		t.Fatalf("no search: %v, %+v", err, p)
+	}
+
+	for _, tc := range []struct{ tools, rest, param string }{
+		{tool, `,"max_tool_calls":6`, "max_tool_calls"},
+		{tool, `,"max_tool_calls":0`, "max_tool_calls"},
+		{tool, `,"max_tool_calls":1,"max_tool_calls":9`, "max_tool_calls"},
+		{tool, `,"Max_Tool_Calls":1`, "Max_Tool_Calls"},
+		{tool, `,"max_tool_calls":2.5`, "max_tool_calls"},
+		{`{"type":"web_search","search_context_size":"high","search_context_size":"low"}`, `,"max_tool_calls":1`, "tools[0].search_context_size"},
+		{`{"type":"web_search","max_uses":3}`, `,"max_tool_calls":1`, "tools[0].max_uses"},
+		{`{"type":"file_search","vector_store_ids":["v"]}`, "", "tools[0].type"},
+		{`{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}`, "", "tools[0].tools[0].type"},
+	} {
+		_, err := prepare(t, m, bound.Responses, responsesSearch(tc.tools, tc.rest))
+		refusal(t, err, tc.param)
+	}
+}

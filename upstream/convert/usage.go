@@ -323,11 +323,12 @@ func integer(d *jsontext.Decoder) (int64, error) {
 // output, Gemini bills no cache writes by the token. Bedrock's one-hour
 // cache writes are not absent: it reports no TTL breakdown, so a request
 // that asked for an hour is charged its writes at the hour's rate. Web
-// searches are reported by Anthropic's wire only; the gateway forwards a
-// search to no other (bound.Prepared.WebSearches is 0 there).
+// searches are reported by Anthropic's usage, and by the Responses API's
+// output (WithSearches); the gateway forwards a search to no other wire
+// (bound.Prepared.WebSearches is 0 there).
 var absent = map[Wire]Figures{
 	OpenAI:    HasCacheWrite | HasCacheWrite1h | HasWebSearches,
-	Responses: HasCacheWrite | HasCacheWrite1h | HasInputAudio | HasOutputAudio | HasWebSearches,
+	Responses: HasCacheWrite | HasCacheWrite1h | HasInputAudio | HasOutputAudio,
 	Anthropic: HasReasoning | HasInputAudio | HasOutputAudio,
 	Gemini:    HasCacheWrite | HasCacheWrite1h | HasWebSearches,
 	Converse:  HasReasoning | HasInputAudio | HasOutputAudio | HasWebSearches,
@@ -337,6 +338,9 @@ var absent = map[Wire]Figures{
 // its last top-level member usage (usageMetadata for Gemini), found as
 // encoding/json would take it (lastMember) and read by ReadUsage. An
 // answer without one, or with one that is not an object, has none.
+//
+// A Responses answer's web searches are counted from its output, as the
+// stream's are from its last event's response (WithSearches).
 func AnswerUsage(w Wire, body []byte) (Usage, error) {
 	key := "usage"
 	if w == Gemini {
@@ -346,7 +350,36 @@ func AnswerUsage(w Wire, body []byte) (Usage, error) {
 	if !ok || raw[0] != '{' {
 		return Usage{}, errNoUsage
 	}
-	return ReadUsage(w, raw)
+	u, err := ReadUsage(w, raw)
+	if err == nil && w == Responses {
+		output, _ := LastMember(body, "output")
+		u = u.WithSearches(output)
+	}
+	return u, err
+}
+
+// WithSearches is u with the web searches of a Responses answer whose
+// output is output: OpenAI bills each web_search_call item (whatever its
+// action: a search, a page opened, a find in a page — the dearer reading
+// of a per-call price), and reports no count of them in the usage. Where
+// output cannot be read (missing, or not an array of objects each with
+// one type), u is left without the figure, which is then charged at the
+// request's bound.
+func (u Usage) WithSearches(output []byte) Usage {
+	var items []struct {
+		Type string `json:"type"`
+	}
+	if len(output) == 0 || json.Unmarshal(output, &items) != nil {
+		return u
+	}
+	u.WebSearches = 0
+	for _, it := range items {
+		if it.Type == "web_search_call" {
+			u.WebSearches++
+		}
+	}
+	u.Has |= HasWebSearches
+	return u
 }
 
 // LastMember is the value of the last top-level member of an answer's

@@ -14,6 +14,7 @@ type responsesRequest struct {
 	Instructions    string            `json:"instructions"`
 	Input           json.RawMessage   `json:"input"`
 	MaxOutputTokens int64             `json:"max_output_tokens"`
+	MaxToolCalls    *int64            `json:"max_tool_calls"`
 	Stream          bool              `json:"stream"`
 	Tools           []json.RawMessage `json:"tools"`
 	ToolChoice      json.RawMessage   `json:"tool_choice"`
@@ -35,6 +36,8 @@ type responsesItem struct {
 	Name    string          `json:"name"`
 	Args    string          `json:"arguments"`
 	Output  string          `json:"output"`
+	// additional_tools'
+	Tools []json.RawMessage `json:"tools"`
 }
 
 // items is the request's input as items (a string is one user message).
@@ -129,18 +132,26 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	seed := seedOf(body)
 	prompt := s.responsesPrompt(&req)
-	ans := s.answer(s.counter(req.Model), seed, req.MaxOutputTokens, req.ask())
-	s.bill(req.Model, prompt, ans.tokens)
-	s.surcharge(req.Model, responsesSurcharge(body), prompt, ans.tokens)
-	rs := &responseStream{s: s, req: &req, ans: ans, prompt: prompt,
+	search := responsesSearchLoop(&req, prompt, seed)
+	calls := search.searches * searchCallTokens // the searches' calls are output too
+	limit := req.MaxOutputTokens
+	if limit > 0 {
+		limit -= calls
+	}
+	ans := s.answer(s.counter(req.Model), seed, limit, req.ask())
+	out := ans.tokens + calls
+	s.bill(req.Model, prompt+search.extra, out)
+	s.billCalls(req.Model, search.searches)
+	s.surcharge(req.Model, responsesSurcharge(body), prompt+search.extra, out)
+	rs := &responseStream{s: s, req: &req, ans: ans, prompt: prompt + search.extra, out: out, search: search,
 		id: fmt.Sprintf("resp_sim%016x", seed), itemID: fmt.Sprintf("msg_sim%016x", seed), created: time.Now().Unix()}
 	if ans.call != nil {
 		rs.itemID = fmt.Sprintf("fc_sim%016x", seed)
 	}
 	if !req.Stream {
-		s.record(req.Model, prompt, ans.tokens)
+		s.record(req.Model, rs.prompt, out)
 		s.delivered(req.Model, ans.tokens)
-		writeJSON(w, http.StatusOK, rs.response(rs.status(), []any{rs.item("completed", true)}, rs.usage()))
+		writeJSON(w, http.StatusOK, rs.response(rs.status(), rs.output(), rs.usage()))
 		return
 	}
 	rs.stream(w, r)
@@ -151,7 +162,9 @@ type responseStream struct {
 	s          *Server
 	req        *responsesRequest
 	ans        answer
-	prompt     int64
+	prompt     int64 // the searches' input included
+	out        int64 // the answer's output, the searches' calls included
+	search     webSearch
 	id, itemID string
 	created    int64
 	seq        int
@@ -167,7 +180,7 @@ func (rs *responseStream) status() string {
 
 func (rs *responseStream) usage() map[string]any {
 	return map[string]any{"input_tokens": rs.prompt, "input_tokens_details": map[string]any{"cached_tokens": 0},
-		"output_tokens": rs.ans.tokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": rs.prompt + rs.ans.tokens}
+		"output_tokens": rs.out, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": rs.prompt + rs.out}
 }
 
 func (rs *responseStream) response(status string, output []any, usage any) map[string]any {
@@ -195,6 +208,12 @@ func nilIfEmpty(s string) any {
 		return nil
 	}
 	return s
+}
+
+// output is the whole answer's output: the searches' calls, then the
+// answer's item.
+func (rs *responseStream) output() []any {
+	return append(rs.search.items(rs.id), rs.item("completed", true))
 }
 
 // item is the answer's output item; whole says it has all its content.
@@ -228,12 +247,33 @@ func (rs *responseStream) stream(w http.ResponseWriter, r *http.Request) {
 	s, model := rs.s, rs.req.Model
 	rs.send = s.eventWriter(w, r)
 	if !rs.event("response.created", map[string]any{"response": rs.response("in_progress", []any{}, nil)}) ||
-		!rs.event("response.in_progress", map[string]any{"response": rs.response("in_progress", []any{}, nil)}) ||
-		!rs.event("response.output_item.added", map[string]any{"output_index": 0, "item": rs.item("in_progress", false)}) {
+		!rs.event("response.in_progress", map[string]any{"response": rs.response("in_progress", []any{}, nil)}) {
+		return
+	}
+	// Each search: its item added, in progress, searching, completed,
+	// done (the events OpenAI sends for a web_search_call).
+	searches := rs.search.items(rs.id)
+	for i, it := range searches {
+		item := it.(map[string]any)
+		added := map[string]any{"type": "web_search_call", "id": item["id"], "status": "in_progress", "action": map[string]any{"type": "search"}}
+		if !rs.event("response.output_item.added", map[string]any{"output_index": i, "item": added}) {
+			return
+		}
+		for _, step := range []string{"in_progress", "searching", "completed"} {
+			if !rs.event("response.web_search_call."+step, map[string]any{"output_index": i, "item_id": item["id"]}) {
+				return
+			}
+		}
+		if !rs.event("response.output_item.done", map[string]any{"output_index": i, "item": item}) {
+			return
+		}
+	}
+	at := len(searches)
+	if !rs.event("response.output_item.added", map[string]any{"output_index": at, "item": rs.item("in_progress", false)}) {
 		return
 	}
 	with := func(kv ...any) map[string]any {
-		m := map[string]any{"item_id": rs.itemID, "output_index": 0}
+		m := map[string]any{"item_id": rs.itemID, "output_index": at}
 		for i := 0; i+1 < len(kv); i += 2 {
 			m[kv[i].(string)] = kv[i+1]
 		}
@@ -264,12 +304,12 @@ func (rs *responseStream) stream(w http.ResponseWriter, r *http.Request) {
 		rs.event("response.output_text.done", with("content_index", 0, "text", text, "logprobs", []any{}))
 		rs.event("response.content_part.done", with("content_index", 0, "part", rs.part(text)))
 	}
-	rs.event("response.output_item.done", map[string]any{"output_index": 0, "item": rs.item("completed", true)})
+	rs.event("response.output_item.done", map[string]any{"output_index": at, "item": rs.item("completed", true)})
 	status := rs.status()
 	var usage any
 	if s.opts.Fault != DropUsage {
-		s.record(model, rs.prompt, rs.ans.tokens)
+		s.record(model, rs.prompt, rs.out)
 		usage = rs.usage()
 	}
-	rs.event("response."+status, map[string]any{"response": rs.response(status, []any{rs.item("completed", true)}, usage)})
+	rs.event("response."+status, map[string]any{"response": rs.response(status, rs.output(), usage)})
 }

@@ -85,7 +85,8 @@ func chatSurcharge(body []byte, c *tokenizer.Counter) surcharge {
 }
 
 // responsesSurcharge is a Responses request's: each hosted tool it offers
-// (namespaced ones too) called once, and a dearer service tier.
+// (namespaced ones too) called once — but the web search, whose loop
+// bills its calls (responsesSearchLoop) —, and a dearer service tier.
 func responsesSurcharge(body []byte) surcharge {
 	type tool struct {
 		Type  string `json:"type"`
@@ -100,9 +101,9 @@ func responsesSurcharge(body []byte) surcharge {
 	_ = json.Unmarshal(body, &req)
 	sc := surcharge{multiplier: tierMultiplier(req.ServiceTier)}
 	for _, t := range req.Tools {
-		switch t.Type {
-		case "function", "custom":
-		case "namespace":
+		switch {
+		case t.Type == "function", t.Type == "custom", t.Type == "web_search", strings.HasPrefix(t.Type, "web_search_"):
+		case t.Type == "namespace":
 			for _, inner := range t.Tools {
 				if inner.Type != "function" && inner.Type != "custom" {
 					sc.calls++

@@ -49,13 +49,60 @@ func searchLoop(req *messagesRequest, prompt int64, seed uint64) webSearch {
 	if most == 0 {
 		return webSearch{}
 	}
-	n := min(1+int64(seed%uint64(most)), (req.MaxTokens-1)/searchCallTokens)
+	return runSearches(most, prompt, req.MaxTokens, seed)
+}
+
+// runSearches is a search loop of at most most searches (some of them,
+// by seed) on a prompt of prompt tokens, each call taken from an output
+// of at most maxOut tokens.
+func runSearches(most, prompt, maxOut int64, seed uint64) webSearch {
 	ws := webSearch{offered: true}
+	if most <= 0 {
+		return ws
+	}
+	n := 1 + int64(seed%uint64(most))
+	if maxOut > 0 {
+		n = min(n, (maxOut-1)/searchCallTokens)
+	}
 	for i := int64(1); i <= n; i++ {
 		ws.extra += prompt + i*(SearchResultTokens+searchCallTokens)
 	}
-	ws.searches = n
+	ws.searches = max(n, 0)
 	return ws
+}
+
+// responsesSearchLoop runs a Responses request's web searches as OpenAI's
+// loop does: where the request (or a turn's additional tools) has a web
+// search tool, some of its max_tool_calls — read as encoding/json reads
+// it —, ten where it sets none (the API's own limit is none).
+func responsesSearchLoop(req *responsesRequest, prompt int64, seed uint64) webSearch {
+	tools := req.Tools
+	for _, it := range req.items() {
+		tools = append(tools, it.Tools...)
+	}
+	for _, raw := range tools {
+		var t struct{ Type string }
+		if json.Unmarshal(raw, &t) != nil || !(t.Type == "web_search" || strings.HasPrefix(t.Type, "web_search_")) {
+			continue
+		}
+		most := int64(10)
+		if req.MaxToolCalls != nil {
+			most = *req.MaxToolCalls
+		}
+		return runSearches(most, prompt, req.MaxOutputTokens, seed)
+	}
+	return webSearch{}
+}
+
+// items are the searches' output items, each a web_search_call, as the
+// Responses API puts them before the answer.
+func (ws webSearch) items(id string) []any {
+	var out []any
+	for i := range ws.searches {
+		out = append(out, map[string]any{"type": "web_search_call", "id": fmt.Sprintf("ws_%s_%d", id, i), "status": "completed",
+			"action": map[string]any{"type": "search", "query": fmt.Sprintf("query %d", i)}})
+	}
+	return out
 }
 
 // blocks are the search's content blocks, each call followed by its

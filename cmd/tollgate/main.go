@@ -181,6 +181,9 @@ func checkConfig(args []string, stdout io.Writer) error {
 			keys += len(t.Keys)
 		}
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", *path, w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d upstreams, %d models, %d orgs, %d keys)\n", *path, len(cfg.Upstreams), len(cfg.Models), len(cfg.Orgs), keys)
 	return nil
 }

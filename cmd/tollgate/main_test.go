@@ -68,6 +68,25 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// A demo whose port is taken exits 1 with the listener's error naming
+// the address — the gateway's and the simulated upstreams' — and stops
+// what it had started.
+func TestDemoOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().String()
+	for _, flag := range []string{"--listen", "--upstream-listen"} {
+		var stderr strings.Builder
+		code := run(context.Background(), []string{"demo", flag, taken, "--data", t.TempDir()}, io.Discard, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), taken) || !strings.Contains(stderr.String(), "address already in use") {
+			t.Fatalf("%s %s: exit %d, %q", flag, taken, code, stderr.String())
+		}
+	}
+}
+
 // TestDemoCurl runs `tollgate demo`, takes the key from its
 // TOLLGATE_API_KEY= line and runs the curl command it prints, as a user would.
 func TestDemoCurl(t *testing.T) {

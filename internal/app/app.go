@@ -71,6 +71,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := a.openStore(); err != nil {
 		return nil, err

@@ -76,28 +76,33 @@ func (d *Demo) PageURL() string { return d.Base + "/admin/?token=" + d.AdminToke
 
 // Start starts the simulated upstreams and builds the gateway in front of
 // them, with four weeks of generated spend; Serve serves it.
-func Start(ctx context.Context, o Options) (d *Demo, err error) {
-	d = &Demo{Key: policy.NewKey(), AdminToken: policy.NewKey()}
-	defer func() {
-		if err != nil {
-			d.Close()
-		}
-	}()
+func Start(ctx context.Context, o Options) (*Demo, error) {
+	d := &Demo{Key: policy.NewKey(), AdminToken: policy.NewKey()}
+	if err := d.start(ctx, o); err != nil {
+		d.Close() // what was started before the error
+		return nil, err
+	}
+	return d, nil
+}
+
+// start starts d's parts in turn, each one's stop added to d.stop as it
+// starts: an error leaves d.Close to stop what had started.
+func (d *Demo) start(ctx context.Context, o Options) error {
 	upLn, err := net.Listen("tcp", o.UpstreamListen)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("demo: the simulated upstreams cannot listen on %s: %w", o.UpstreamListen, err)
 	}
 	d.Upstream = "http://" + upLn.Addr().String()
 	if d.Config, err = Config(d.Upstream+"/v1", policy.HashKey(d.Key)); err != nil {
 		upLn.Close()
-		return nil, err
+		return err
 	}
 	opts := UpstreamOptions(d.Config)
 	opts.Latency, opts.ChunkDelay = o.Latency, o.ChunkDelay
 	sim, err := simulated.New(opts)
 	if err != nil {
 		upLn.Close()
-		return nil, err
+		return err
 	}
 	upSrv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = upSrv.Serve(upLn) }()
@@ -106,7 +111,7 @@ func Start(ctx context.Context, o Options) (d *Demo, err error) {
 	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "tollgate-demo-"); err != nil {
-			return nil, err
+			return err
 		}
 		d.stop = append(d.stop, func() { _ = os.RemoveAll(dir) })
 	}
@@ -118,21 +123,23 @@ func Start(ctx context.Context, o Options) (d *Demo, err error) {
 		now.UTC().Format("2006-01-02 15:04 MST"), HistoryDays, dir))
 	if _, err := os.Stat(d.Config.LedgerPath); os.IsNotExist(err) {
 		if _, err := History(ctx, d.Config, now); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if d.App, err = app.New(d.Config, o.Log); err != nil {
-		return nil, err
+		return err
 	}
 	// The budgets start from the ledger: this month's demo spend counts.
 	if _, err := d.App.Reseed(ctx, false); err != nil {
-		return nil, err
+		_ = d.App.Close()
+		return err
 	}
 	if d.ln, err = net.Listen("tcp", o.Listen); err != nil {
-		return nil, err
+		_ = d.App.Close()
+		return fmt.Errorf("demo: the gateway cannot listen on %s: %w", o.Listen, err)
 	}
 	d.Base = "http://" + browsable(d.ln.Addr())
-	return d, nil
+	return nil
 }
 
 // Serve serves the gateway until ctx ends.

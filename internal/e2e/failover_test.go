@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // An alias whose primary, an OpenAI deployment, fails before answering —
-// a 5xx, a 429, a connection reset — is answered by its second, Claude on
+// a 5xx, a 429, a 404 (misconfigured), a connection reset — is answered by its second, Claude on
 // an Anthropic upstream: the OpenAI client sees one answer, in its own
 // format; the ledger one entry, at Claude's price — and, for the reset
 // (the primary had the request, and may bill it), the primary's attempt
@@ -36,6 +37,7 @@ func TestFailoverToAnotherProvider(t *testing.T) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached for gpt-4o-mini","type":"requests","code":"rate_limit_exceeded"}}`))
 		}, false},
+		{"a 404 (a base_url without its /v1)", http.NotFound, false},
 		{"a reset connection", func(w http.ResponseWriter, _ *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err != nil {
@@ -95,5 +97,31 @@ aliases:
 				t.Fatalf("spent %d pending %d, entries %+v: want one, at Claude's price (%d µ$)", spent, pending, entries, want)
 			}
 		})
+	}
+}
+
+// An upstream that answers 404 — its base_url lacks the version segment,
+// or it does not serve the model — is the gateway's misconfiguration,
+// not the client's: the client gets a 502 in its own format naming the
+// upstream and the address asked (never its query, which may hold a
+// key), nothing is charged, and the upstream's breaker stays closed.
+func TestAnUpstream404IsAGatewayError(t *testing.T) {
+	sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "upstream-key"})
+	url, a := apptest.Serve(t, `
+upstreams:
+  - {name: anthropic, kind: anthropic, base_url: "`+upURL+`", api_key: upstream-key, models: [`+claude+`]}
+models:
+  `+claude+`: {input: "$3", output: "$15"}
+`+acmeML, nil)
+	for i := range 6 { // more than a breaker's failures, were 404 one
+		status, body := callAs(t, testKey, http.MethodPost, url+"/v1/messages", `{"model":"`+claude+`","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`)
+		if status != http.StatusBadGateway || !strings.Contains(body, "upstream anthropic answered 404") ||
+			!strings.Contains(body, upURL+"/messages") || !strings.Contains(body, `"type":"error"`) {
+			t.Fatalf("request %d: %d %s", i, status, body)
+		}
+	}
+	// Every request reached the upstream: no breaker opened on them.
+	if spent, pending := spentNow(t, a); spent != 0 || pending != 0 || sim.Stats().Requests != 6 {
+		t.Fatalf("spent %d, pending %d; the upstream was asked %d times, want 6", spent, pending, sim.Stats().Requests)
 	}
 }

@@ -80,6 +80,7 @@ func (g *Gateway) finish(ctx context.Context, cl *Call) {
 	// Field by field: the line is written at every request (see jsonlog.Line).
 	l := jsonlog.NewLine(ctx, g.log, slog.LevelInfo, "request")
 	l.String("request_id", cl.id)
+	l.String("route", cl.req.Route)
 	l.String("org", cl.principal.Org)
 	l.String("team", cl.principal.Team)
 	l.String("key", cl.principal.Key)

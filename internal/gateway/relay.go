@@ -141,12 +141,13 @@ func unsent(err error) bool {
 
 // retryable reports whether another deployment may serve the request in
 // a's place: the upstream failed (no connection, no answer in time, a
-// 5xx) or is out of quota (429).
+// 5xx), is out of quota (429), refused the gateway's credentials, or
+// has no such route or model (404: the deployment is misconfigured).
 func (a *attempt) retryable() bool {
 	if a.resp == nil {
 		return errors.Is(a.err, ErrUpstream) || errors.Is(a.err, ErrUpstreamTimeout)
 	}
-	return deploymentFailed(a.resp.StatusCode)
+	return deploymentFailed(a.resp.StatusCode) || a.resp.StatusCode == http.StatusNotFound
 }
 
 // deploymentFailed says whether an upstream's status is its deployment's
@@ -207,6 +208,16 @@ func (a *attempt) fail(p *plan) *failure {
 		f.status = http.StatusBadGateway
 		f.body = convert.WriteErrorCode(client, f.status, "upstream_credentials_refused", g)
 		f.header.Set("Content-Type", "application/json")
+	case f.status == http.StatusNotFound:
+		// Passed through, a 404 reads as "no such model" to the client;
+		// it is the gateway's deployment — its base_url (a version
+		// segment left out) or a model the upstream does not serve.
+		g := "upstream " + a.t.name + " answered 404 Not Found at " + sentURL(a.resp) + " (" +
+			convert.ReadError(wire, a.resp.Header, f.body) + "): the gateway's operator must fix its base_url or its models list"
+		f.header.Set("X-Tollgate-Upstream-Status", strconv.Itoa(f.status))
+		f.status = http.StatusBadGateway
+		f.body = convert.WriteErrorCode(client, f.status, "upstream_not_found", g)
+		f.header.Set("Content-Type", "application/json")
 	case client != wire:
 		f.body = convert.WriteError(client, f.status, convert.ReadError(wire, a.resp.Header, f.body))
 		f.header.Set("Content-Type", "application/json")
@@ -216,6 +227,17 @@ func (a *attempt) fail(p *plan) *failure {
 		}
 	}
 	return f
+}
+
+// sentURL is where resp's request went, without its query (which may
+// hold a key: Gemini's ?key=).
+func sentURL(resp *http.Response) string {
+	if resp.Request == nil || resp.Request.URL == nil {
+		return "the upstream"
+	}
+	u := *resp.Request.URL
+	u.RawQuery, u.User = "", nil
+	return u.String()
 }
 
 // wires are the client's wire and the upstream's for p.

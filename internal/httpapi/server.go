@@ -149,8 +149,59 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		end(nil)
 		// The whole request uses the settings its key was found in. They
 		// ride on the context itself: echo's Set makes a map per request.
-		return next(&authed{Context: c, principal: p, settings: st, ip: ip})
+		if err := next(&authed{Context: c, principal: p, settings: st, ip: ip}); err != nil {
+			return &keyedError{err: err, principal: p} // the error handler logs whose it was
+		}
+		return nil
 	}
+}
+
+// keyedError is an error of an authenticated request, with its key's
+// principal, for the error handler's log line (echo hands the handler
+// the context before authentication).
+type keyedError struct {
+	err       error
+	principal *policy.Principal
+}
+
+func (e *keyedError) Error() string { return e.err.Error() }
+func (e *keyedError) Unwrap() error { return e.err }
+
+// logError writes one line for every error answered: the route, the
+// key and team where the request was authenticated, the status, the code
+// and the field a 400 names — at Warn for the gateway's own failures
+// (5xx), at Info for refusals, which are the gateway doing its job.
+func (s *Server) logError(c echo.Context, err error, r refusal) {
+	level := slog.LevelInfo
+	if r.status >= 500 {
+		level = slog.LevelWarn
+	}
+	req := c.Request()
+	attrs := []slog.Attr{slog.String("request_id", c.Response().Header().Get("X-Tollgate-Request-Id")),
+		slog.String("method", req.Method), slog.String("route", routeOf(c)), slog.Int("status", r.status), slog.String("code", r.body.Code)}
+	if r.body.Param != nil {
+		attrs = append(attrs, slog.String("param", *r.body.Param))
+	}
+	if r.scope != "" {
+		attrs = append(attrs, slog.String("scope", r.scope), slog.String("limit", r.limit))
+	}
+	var keyed *keyedError
+	if errors.As(err, &keyed) && keyed.principal != nil {
+		attrs = append(attrs, slog.String("org", keyed.principal.Org), slog.String("team", keyed.principal.Team), slog.String("key", keyed.principal.Key))
+	}
+	if r.status >= 500 || r.status == http.StatusBadRequest {
+		attrs = append(attrs, slog.String("message", r.body.Message))
+	}
+	s.log.LogAttrs(req.Context(), level, "refused", attrs...)
+}
+
+// routeOf is the route c matched (/v1/chat/completions), or the path
+// asked for where none did.
+func routeOf(c echo.Context) string {
+	if p := c.Path(); p != "" && !strings.HasSuffix(p, "/*") {
+		return p
+	}
+	return c.Request().URL.Path
 }
 
 // authFailed counts a failed authentication against the client's IP: past
@@ -246,9 +297,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if r.limits != nil {
 		writeLimitHeaders(h, r.limits, *r.result, true)
 	}
-	if r.status >= 500 {
-		s.log.Warn("refused", "status", r.status, "code", r.body.Code)
-	}
+	s.logError(c, err, r)
 	if strings.HasPrefix(c.Path(), "/v1/messages") {
 		_ = c.JSON(r.status, anthropicError(r))
 		return

@@ -29,9 +29,10 @@ type Store struct {
 
 	onExpire func(budget.Entry)
 
-	mu      sync.Mutex
-	state   state
-	settled budget.RecentIDs // reservations settled lately (not snapshotted)
+	mu         sync.Mutex
+	state      state
+	settled    budget.RecentIDs // reservations settled lately (not snapshotted)
+	onSnapshot func(error)      // Options.OnSnapshot, or nil
 }
 
 type ceilingKey struct{ Bucket, Period string }
@@ -186,11 +187,14 @@ type Options struct {
 	// then holds what the counters were charged. The entry survives
 	// snapshots with its reservation.
 	OnExpire func(budget.Entry)
+	// OnSnapshot, if set, receives every periodic snapshot's outcome
+	// (nil, or why it could not be written).
+	OnSnapshot func(error)
 }
 
 // New returns a store, loading the snapshot at opts.SnapshotPath if one exists.
 func New(opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState(), onExpire: opts.OnExpire}
+	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState(), onExpire: opts.OnExpire, onSnapshot: opts.OnSnapshot}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -135,7 +135,10 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, log *slog.Logge
 		return
 	}
 	tick.Every(ctx, interval, func(context.Context) {
-		if err := s.Snapshot(); err != nil {
+		err := s.Snapshot()
+		if s.onSnapshot != nil {
+			s.onSnapshot(err)
+		} else if err != nil {
 			log.Error("snapshotting budget state", "err", err)
 		}
 	})

@@ -55,6 +55,7 @@ type App struct {
 	shipper     *ledger.Shipper    // the embedded store's ledger file to PostgreSQL, or nil
 	pg          *ledger.Postgres   // the PostgreSQL ledger, or nil
 	keys        policy.KeyRegistry // run-time API keys, or nil
+	durable     *durable           // the ledger's held entries and the snapshot's health
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance
@@ -71,6 +72,7 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a.durable = newDurable(a.reg, log)
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
@@ -112,9 +114,14 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 // openStore opens the budget store cfg names, with its metrics.
 func (a *App) openStore() error {
 	if a.cfg.Store.Kind != "redis" {
-		mem, err := memstore.New(memstore.Options{SnapshotPath: a.cfg.Store.SnapshotPath, OnExpire: a.recordExpired})
+		mem, err := memstore.New(memstore.Options{SnapshotPath: a.cfg.Store.SnapshotPath, OnExpire: a.recordExpired, OnSnapshot: a.durable.snapshotted})
 		if err != nil {
 			return fmt.Errorf("opening the embedded store: %w", err)
+		}
+		// A snapshot path that cannot be written is found now, not at
+		// the first periodic snapshot (or never, read-only).
+		if err := mem.Snapshot(); err != nil {
+			return fmt.Errorf("opening the embedded store: its snapshot cannot be written: %w", err)
 		}
 		a.mem, a.store = mem, mem
 		return nil
@@ -161,7 +168,7 @@ func (a *App) openStore() error {
 // Redis a local fallback bucket, the shared pacer and settlements after
 // the response; the run-time key registry either way.
 func (a *App) gatewayOptions(m *metrics.Metrics) (gateway.Options, error) {
-	opts := gateway.Options{Engine: a.engine, Log: a.log, Metrics: m}
+	opts := gateway.Options{Engine: a.engine, Log: a.log, Metrics: m, Admitting: a.durable.admitting}
 	if a.shared != nil {
 		// The local bucket of routes in local_fallback mode: in memory
 		// only, it holds this instance's share while Redis is away.
@@ -208,13 +215,8 @@ func (a *App) openLedger() error {
 		}
 		a.shipper = ledger.NewShipper(a.ledger, a.pg.Insert, a.log)
 	}
-	a.gateway.OnSettle(func(e budget.Entry) {
-		if err := a.ledger.Append(e); err != nil {
-			// The budgets have the spend; the entry goes to the log
-			// whole, so it can be put back into the ledger by hand.
-			a.log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
-		}
-	})
+	a.durable.ledger = a.ledger
+	a.gateway.OnSettle(a.durable.append)
 	return nil
 }
 
@@ -249,16 +251,14 @@ func (a *App) mountAdmin(guard *authguard.Guard) {
 // recordExpired writes the ledger entry of a reservation the embedded
 // store's sweeper charged in full (its gateway crashed before settling).
 func (a *App) recordExpired(e budget.Entry) {
-	if a.ledger == nil {
-		return
-	}
-	if err := a.ledger.Append(e); err != nil {
-		a.log.Error("writing the ledger", "reservation", e.ReservationID, "err", err, "entry", e)
-	}
+	a.durable.append(e)
 }
 
 // ready reports whether the gateway can serve: its store answers.
 func (a *App) ready(ctx context.Context) error {
+	if err := a.durable.ready(); err != nil {
+		return err
+	}
 	if a.shared != nil {
 		return a.shared.ready(ctx)
 	}
@@ -379,6 +379,7 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { a.engine.RunSweeper(ctx, sweepInterval, a.log) })
+	wg.Go(func() { a.durable.run(ctx, time.Second) })
 	if a.mem != nil {
 		wg.Go(func() { a.mem.Run(ctx, a.cfg.Store.SnapshotInterval, a.log) })
 	}
@@ -413,6 +414,7 @@ func (a *App) Close() error {
 		cancel()
 	}
 	if a.ledger != nil {
+		a.durable.close()
 		a.ledger.Close()
 	}
 	if a.pg != nil {

@@ -47,6 +47,12 @@ func (g *Gateway) begin(req Request) *Call {
 func (g *Gateway) admit(ctx context.Context, cl *Call, body []byte) (err error) {
 	ctx, end := g.span(ctx, "reserve")
 	defer func() { end(err) }()
+	if g.admitting != nil {
+		if err := g.admitting(); err != nil {
+			cl.outcome = "refused"
+			return err
+		}
+	}
 	if err := g.bypass(ctx, cl, body); err != nil {
 		cl.outcome = "refused"
 		return err

@@ -18,6 +18,10 @@ var (
 	// secret, altered request, a timestamp outside the window, or a
 	// replayed nonce.
 	ErrBadSignature = errors.New("gateway: invalid bypass signature")
+	// ErrLedgerUnavailable: ledger entries wait to be written (a full or
+	// failing disk), and the gateway takes on no spend it could not
+	// record (Options.Admitting).
+	ErrLedgerUnavailable = errors.New("gateway: the ledger cannot be written")
 )
 
 // ModelError is a model the gateway will not serve: unknown, unpriced or

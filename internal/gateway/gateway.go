@@ -65,7 +65,8 @@ type Gateway struct {
 	refusedKeys *topk.Sketch
 	tracer      trace.Tracer // nil: tracing off
 
-	watch watchdog // the upstream exchanges in flight
+	watch     watchdog     // the upstream exchanges in flight
+	admitting func() error // Options.Admitting, or nil
 }
 
 // RefusedKeysTracked is how many keys the refused-keys sketch keeps: the
@@ -110,6 +111,10 @@ type Options struct {
 	// IntN draws the random numbers that pick an alias's deployment, a
 	// number in [0, n); nil: math/rand/v2's. Tests pin it.
 	IntN func(n int) int
+	// Admitting, if set, is asked before every admission: an error
+	// (ErrLedgerUnavailable) refuses the request before anything is
+	// reserved or forwarded.
+	Admitting func() error
 }
 
 // New builds a gateway for c, loading every tokenizer it needs.
@@ -138,6 +143,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 		transport: opts.Transport,
 		pacer:     opts.Pacer,
 		keys:      opts.Keys,
+		admitting: opts.Admitting,
 		now:       opts.Now,
 		intn:      opts.IntN,
 		upstreams: map[string]*upstreamState{},

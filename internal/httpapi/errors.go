@@ -59,6 +59,8 @@ var sentinelRows = []struct {
 		message: "The bypass signature does not verify (secret, request, time or a replayed nonce)."}},
 	{budget.ErrStoreUnavailable, row{status: http.StatusServiceUnavailable, reason: "store_unavailable", typ: "server_error", code: "budget_store_unavailable",
 		message: "The budget store is unavailable; the request was not forwarded.", retryAfter: time.Second}},
+	{gateway.ErrLedgerUnavailable, row{status: http.StatusServiceUnavailable, reason: "ledger_unavailable", typ: "server_error", code: "ledger_unavailable",
+		message: "The gateway cannot write its ledger (a full or failing disk); it admits nothing it could not record. The request was not forwarded.", retryAfter: time.Second}},
 	{gateway.ErrUpstreamTimeout, row{status: http.StatusGatewayTimeout, reason: "error", typ: "server_error", code: "upstream_timeout",
 		message: "The upstream did not answer in time."}},
 	{gateway.ErrUpstream, row{status: http.StatusBadGateway, reason: "error", typ: "server_error", code: "upstream_unreachable",

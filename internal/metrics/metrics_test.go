@@ -17,14 +17,16 @@ import (
 var metricName = regexp.MustCompile(`tollgate_[a-z_]+`)
 
 // known returns every series name the gateway can expose, histogram
-// suffixes included, plus those the app registers for the Redis store.
+// suffixes included, plus those the app registers (the Redis store's, the
+// ledger file's and the snapshot's).
 func known(t *testing.T) map[string]bool {
 	t.Helper()
 	// Registered by the app (the Redis store's; the e2e tests scrape them).
 	out := map[string]bool{"tollgate_spool_depth": true, "tollgate_store_breaker_open": true,
 		"tollgate_ledger_backlog": true, "tollgate_ledger_entries_stored_total": true,
 		"tollgate_lease_reservations_total": true, "tollgate_lease_calls_total": true,
-		"tollgate_lease_call_failures_total": true, "tollgate_lease_slices": true, "tollgate_refused_keys_top_total": true}
+		"tollgate_lease_call_failures_total": true, "tollgate_lease_slices": true, "tollgate_refused_keys_top_total": true,
+		"tollgate_ledger_write_failures_total": true, "tollgate_ledger_backlog_entries": true, "tollgate_snapshot_failures_total": true}
 	// Gathering returns only families with samples; describe them instead.
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {

@@ -297,19 +297,25 @@ func TestBruteForceIsThrottledPerIP(t *testing.T) {
 	if resp.StatusCode != 429 || eb.Error.Code != "too_many_auth_failures" || ra < 1 || ra > 60 {
 		t.Fatalf("31st failure: %d %s Retry-After %q", resp.StatusCode, eb.Error.Code, resp.Header.Get("Retry-After"))
 	}
-	// The lockout locks: the right key from the same address is refused
-	// too, until Retry-After.
-	resp, eb = h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
+	// The lockout locks out what cannot prove itself: another wrong key
+	// is refused until Retry-After, unread, while the right key from the
+	// same address — a healthy app beside the one retrying a stale key —
+	// is served.
+	resp, eb = h.post("/v1/chat/completions", "tg-guess-32", `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil)
 	if resp.StatusCode != 429 || eb.Error.Code != "too_many_auth_failures" || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("a valid key from a locked-out address: %d %s", resp.StatusCode, eb.Error.Code)
+		t.Fatalf("a wrong key from a locked-out address: %d %s", resp.StatusCode, eb.Error.Code)
 	}
 	if h.upCalls.Load() != 0 {
-		t.Fatalf("a locked-out address reached the upstream")
+		t.Fatalf("a locked-out address reached the upstream with a wrong key")
+	}
+	if resp, eb = h.post("/v1/chat/completions", testKey, `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("a valid key from a locked-out address: %d %s", resp.StatusCode, eb.Error.Code)
 	}
 }
 
 // Behind a trusted proxy, the lockout is per client address: the locked one
-// is refused with the right key, another one is not.
+// is refused a wrong key without counting it, another one is not locked;
+// the right key is served from either.
 func TestLockoutIsPerAddress(t *testing.T) {
 	h := startWith(t, setup{teamLimits: monthlyTen, topExtra: "trusted_proxies: [127.0.0.1/32, \"::1/128\"]\nauth_failures: {limit: 5, window: 1m}\n"})
 	from := func(ip string) map[string]string { return map[string]string{"X-Forwarded-For": ip} }
@@ -319,11 +325,16 @@ func TestLockoutIsPerAddress(t *testing.T) {
 			t.Fatalf("failure %d: %d", i, resp.StatusCode)
 		}
 	}
-	if resp, eb := h.post("/v1/chat/completions", testKey, chat, from("203.0.113.1")); resp.StatusCode != 429 || eb.Error.Code != "too_many_auth_failures" {
-		t.Fatalf("the right key from the locked address: %d %s", resp.StatusCode, eb.Error.Code)
+	if resp, eb := h.post("/v1/chat/completions", "tg-guess-5", chat, from("203.0.113.1")); resp.StatusCode != 429 || eb.Error.Code != "too_many_auth_failures" {
+		t.Fatalf("a wrong key from the locked address: %d %s", resp.StatusCode, eb.Error.Code)
 	}
-	if resp, _ := h.post("/v1/chat/completions", testKey, chat, from("203.0.113.2")); resp.StatusCode != 200 {
-		t.Fatalf("another address: %d", resp.StatusCode)
+	if resp, _ := h.post("/v1/chat/completions", "tg-guess-5", chat, from("203.0.113.2")); resp.StatusCode != 401 {
+		t.Fatalf("a wrong key from another address: %d", resp.StatusCode)
+	}
+	for _, ip := range []string{"203.0.113.1", "203.0.113.2"} {
+		if resp, _ := h.post("/v1/chat/completions", testKey, chat, from(ip)); resp.StatusCode != 200 {
+			t.Fatalf("the right key from %s: %d", ip, resp.StatusCode)
+		}
 	}
 }
 

@@ -130,23 +130,32 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			key = strings.TrimSpace(token)
 		}
 		st := s.gw.Settings()
-		// A locked-out address is refused whatever it sends, the right
-		// key included: guessing stops, not merely slows.
 		ip := authguard.ClientIP(c.Request(), st.Trusted())
-		if wait, locked := s.guard.Locked(c.Request().Context(), st.AuthFailures(), ip, s.now()); locked {
-			s.metrics.Refusals.WithLabelValues("auth_failures", "ip", authguard.Name, "").Inc()
-			return &authThrottled{retryAfter: wait}
+		var p *policy.Principal
+		ok := false
+		if key != "" {
+			_, end := s.span(c, "auth")
+			if p, ok = s.gw.Lookup(st, key); ok {
+				end(nil)
+			} else {
+				end(errBadKey)
+			}
 		}
-		if key == "" {
-			return s.authFailed(c, st, ip, errNoKey)
-		}
-		_, end := s.span(c, "auth")
-		p, ok := s.gw.Lookup(st, key)
 		if !ok {
-			end(errBadKey)
+			// A locked-out address is refused what it cannot prove: a
+			// key that verifies is served from it all the same (a healthy
+			// app beside one retrying a stale key behind the same NAT),
+			// and the keys are too long to guess however many tries an
+			// address gets.
+			if wait, locked := s.guard.Locked(c.Request().Context(), st.AuthFailures(), ip, s.now()); locked {
+				s.metrics.Refusals.WithLabelValues("auth_failures", "ip", authguard.Name, "").Inc()
+				return &authThrottled{retryAfter: wait}
+			}
+			if key == "" {
+				return s.authFailed(c, st, ip, errNoKey)
+			}
 			return s.authFailed(c, st, ip, errBadKey)
 		}
-		end(nil)
 		// The whole request uses the settings its key was found in. They
 		// ride on the context itself: echo's Set makes a map per request.
 		if err := next(&authed{Context: c, principal: p, settings: st, ip: ip}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -27,11 +29,15 @@ import (
 	"github.com/tollgate-dev/tollgate/internal/authguard"
 	"github.com/tollgate-dev/tollgate/internal/ledger"
 	"github.com/tollgate-dev/tollgate/internal/topk"
+	"github.com/tollgate-dev/tollgate/policy"
 )
 
 // API serves the admin routes.
 type API struct {
-	cfg    *config.Config
+	// cfg is the config in force: the one at start, then each reload's
+	// (SetConfig), so that what the API, the page and the reports show
+	// of ceilings and limits is what the gateway enforces.
+	cfg    atomic.Pointer[config.Config]
 	engine *budget.Engine
 	ledger ledger.Source
 	keys   KeyManager // nil: keys are config-only
@@ -58,8 +64,8 @@ func (a *API) WithClock(now func() time.Time) *API {
 // (config auth_failures), counted with the gateway's failures from them.
 func (a *API) WithGuard(g *authguard.Guard) *API {
 	a.guard = g
-	a.fails = authguard.Policy{Failures: a.cfg.AuthFailures.Limit, Window: a.cfg.AuthFailures.Window}
-	for _, p := range a.cfg.TrustedProxies {
+	a.fails = authguard.Policy{Failures: a.config().AuthFailures.Limit, Window: a.config().AuthFailures.Window}
+	for _, p := range a.config().TrustedProxies {
 		a.trusted = append(a.trusted, netip.MustParsePrefix(p)) // validated with the config
 	}
 	return a
@@ -93,7 +99,8 @@ func (a *API) WithLedger(src ledger.Source) *API {
 
 // New returns the admin API for cfg.
 func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
-	a := &API{cfg: cfg, engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), trail: audit.NewFile(cfg.AuditPath), log: log, tokens: map[[32]byte]config.AdminToken{}, now: time.Now}
+	a := &API{engine: engine, ledger: ledger.FileSource(cfg.LedgerPath), trail: audit.NewFile(cfg.AuditPath), log: log, tokens: map[[32]byte]config.AdminToken{}, now: time.Now}
+	a.cfg.Store(cfg)
 	for _, t := range cfg.AdminTokens {
 		raw, _ := hex.DecodeString(strings.TrimPrefix(t.Hash, "sha256:")) // validated with the config
 		var h [32]byte
@@ -101,6 +108,46 @@ func New(cfg *config.Config, engine *budget.Engine, log *slog.Logger) *API {
 		a.tokens[h] = t
 	}
 	return a
+}
+
+// config is the config in force.
+func (a *API) config() *config.Config { return a.cfg.Load() }
+
+// Reloaded makes c, a reloaded config the gateway now enforces, the one
+// the API reads limits, ceilings, time zones and notices from, and
+// records in the audit trail each org or team limit whose amount the
+// reload changed (who: "config reload"), as it records a change made
+// here. Admin tokens, trusted proxies and the lockout stay those of the
+// start (a change to them needs a restart).
+func (a *API) Reloaded(ctx context.Context, c *config.Config) error {
+	old := a.cfg.Swap(c)
+	var errs []error
+	for _, o := range c.Orgs {
+		scopes := []string{""}
+		for _, t := range o.Teams {
+			scopes = append(scopes, t.ID)
+		}
+		for _, team := range scopes {
+			before, _ := policy.ScopeLimits(old, o.ID, team)
+			now, _ := policy.ScopeLimits(c, o.ID, team)
+			was := map[string]int64{}
+			for _, l := range before {
+				was[l.Bucket] = l.Amount
+			}
+			for _, l := range now {
+				prev, ok := was[l.Bucket]
+				if ok && prev == l.Amount {
+					continue
+				}
+				e := auditEntry{Time: a.now().UTC(), Who: "config reload", Action: "config_limit", Target: l.Bucket, New: l.Amount}
+				if ok {
+					e.Old = prev
+				}
+				errs = append(errs, a.record(ctx, e))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 //go:embed openapi.json

@@ -213,7 +213,7 @@ func (a *API) ResetPeriod(ctx context.Context, who string, req ceilingChange) (R
 		return ResetResult{}, err
 	}
 	// The period's alerts fire again as spend climbs back.
-	if err := a.engine.Unclaim(ctx, l.Partition, policy.AlertClaims(l, period, a.cfg.Alerts.Thresholds)...); err != nil {
+	if err := a.engine.Unclaim(ctx, l.Partition, policy.AlertClaims(l, period, a.config().Alerts.Thresholds)...); err != nil {
 		return ResetResult{}, err
 	}
 	if err := a.record(ctx, auditEntry{Time: a.now().UTC(), Who: who, Action: "reset_period", Target: l.Bucket + ":" + period,
@@ -260,14 +260,14 @@ func (a *API) budgets(org, team, key string) ([]budget.Limit, string, bool) {
 	var limits []budget.Limit
 	ok := false
 	if key == "" {
-		limits, ok = policy.ScopeLimits(a.cfg, org, team)
+		limits, ok = policy.ScopeLimits(a.config(), org, team)
 	} else {
 		var runtime []policy.RuntimeKey
 		if a.keys != nil {
 			runtime = a.keys.RuntimeKeys()
 		}
 		var keyTeam string
-		limits, keyTeam, ok = policy.KeyLimits(a.cfg, org, key, runtime)
+		limits, keyTeam, ok = policy.KeyLimits(a.config(), org, key, runtime)
 		if ok && team != "" && team != keyTeam {
 			return nil, "", false
 		}

@@ -67,7 +67,7 @@ func (a *API) formCeiling(c echo.Context) error {
 	if u := strings.TrimSpace(c.FormValue("until")); u != "" {
 		// A date from the form's date field: the change lapses as that
 		// day ends on the gateway's calendar.
-		loc, _ := time.LoadLocation(a.cfg.TimeZone)
+		loc, _ := time.LoadLocation(a.config().TimeZone)
 		if d, err := time.ParseInLocation("2006-01-02", u, loc); err == nil {
 			u = d.AddDate(0, 0, 1).Format(time.RFC3339)
 		}

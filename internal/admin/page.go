@@ -134,7 +134,7 @@ func (a *API) page(c echo.Context) error {
 	}
 	t := caller(c)
 	ctx := c.Request().Context()
-	loc, _ := time.LoadLocation(a.cfg.TimeZone) // validated with the config
+	loc, _ := time.LoadLocation(a.config().TimeZone) // validated with the config
 	now := a.now().In(loc)
 	thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	start, err := time.Parse("2006-01", c.QueryParam("month"))
@@ -145,11 +145,11 @@ func (a *API) page(c echo.Context) error {
 	d := pageData{Month: month, Prev: start.AddDate(0, -1, 0).Format("2006-01"), Next: start.AddDate(0, 1, 0).Format("2006-01"),
 		Current: start.Equal(thisMonth), Team: c.QueryParam("team"), Viewer: t.Name, Role: t.Role, Generated: now,
 		CanEdit: t.Role == "admin" || t.Role == "finance", CanKeys: t.Role == "admin" && a.keys != nil,
-		CSRF: csrfOf(c), Notice: a.cfg.AdminNotice, Changed: c.QueryParam("changed") != "",
+		CSRF: csrfOf(c), Notice: a.config().AdminNotice, Changed: c.QueryParam("changed") != "",
 		CSV: "/admin/v1/reports?month=" + month + "&by=team,model&format=csv"}
 	if d.Team != "" {
 		org, team, _ := strings.Cut(d.Team, "/")
-		if _, ok := policy.ScopeLimits(a.cfg, org, team); !ok || team == "" || !sees(t, org, team) {
+		if _, ok := policy.ScopeLimits(a.config(), org, team); !ok || team == "" || !sees(t, org, team) {
 			return fail(c, http.StatusNotFound, "not_found", "No such team.")
 		}
 		d.CSV += "&team=" + d.Team
@@ -200,7 +200,7 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 	d.ModelChart = stacked("by-model", "Daily spend by model", days, modelDays, func(r Row) string { return r.Group["model"] })
 	if d.Team == "" {
 		if d.CanEdit {
-			for _, o := range a.cfg.Orgs {
+			for _, o := range a.config().Orgs {
 				rows, err := a.budgetRows(ctx, o.ID, "")
 				if err != nil {
 					return err
@@ -239,7 +239,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 		total += int64(r.USDMicros)
 	}
 	var rows []teamRow
-	for _, o := range a.cfg.Orgs {
+	for _, o := range a.config().Orgs {
 		for _, tm := range o.Teams {
 			id := o.ID + "/" + tm.ID
 			if !sees(t, o.ID, tm.ID) || (only != "" && id != only) {
@@ -266,7 +266,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 				}
 			}
 			if current && row.Forecast == nil {
-				loc, _ := policy.OrgLocation(a.cfg, o)
+				loc, _ := policy.OrgLocation(a.config(), o)
 				ms := time.Date(asOf.In(loc).Year(), asOf.In(loc).Month(), 1, 0, 0, 0, 0, loc)
 				f := forecast(row.Spent, 0, ms, ms.AddDate(0, 1, 0), asOf)
 				row.Forecast = &f
@@ -290,7 +290,7 @@ func (a *API) budgetRows(ctx context.Context, org, team string) ([]budgetRow, er
 		rows[i] = budgetRow{Org: org, Team: team, CeilingView: views[i], USD: l.Unit == budget.Microdollars,
 			HConfigured: l.Format(l.Amount), HIn: l.Format(views[i].InForce), HUsed: l.Format(views[i].Used)}
 		period := budget.PeriodID(l.Period, a.now(), l.Location)
-		for _, th := range a.cfg.Alerts.Thresholds {
+		for _, th := range a.config().Alerts.Thresholds {
 			n, _, err := a.engine.Count(ctx, l.Partition, policy.AlertFired(policy.AlertID(l, period, th)), 0, policy.AlertClaimTTL(l, a.now()))
 			if err != nil {
 				return nil, err

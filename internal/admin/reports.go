@@ -156,13 +156,13 @@ func (a *API) calendar(tz string) (func(org string) *time.Location, error) {
 		loc, err := time.LoadLocation(tz)
 		return func(string) *time.Location { return loc }, err
 	}
-	def, err := time.LoadLocation(a.cfg.TimeZone)
+	def, err := time.LoadLocation(a.config().TimeZone)
 	if err != nil {
 		return nil, err
 	}
 	orgs := map[string]*time.Location{}
-	for _, o := range a.cfg.Orgs {
-		if orgs[o.ID], err = policy.OrgLocation(a.cfg, o); err != nil {
+	for _, o := range a.config().Orgs {
+		if orgs[o.ID], err = policy.OrgLocation(a.config(), o); err != nil {
 			return nil, err
 		}
 	}

@@ -56,6 +56,7 @@ type App struct {
 	pg          *ledger.Postgres   // the PostgreSQL ledger, or nil
 	keys        policy.KeyRegistry // run-time API keys, or nil
 	durable     *durable           // the ledger's held entries and the snapshot's health
+	admin       *admin.API
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance
@@ -226,6 +227,7 @@ func (a *App) openLedger() error {
 // store's is audit_path.
 func (a *App) mountAdmin(guard *authguard.Guard) {
 	api := admin.New(a.cfg, a.engine, a.log).WithGuard(guard).WithRefusedKeys(a.gateway.TopRefusedKeys)
+	a.admin = api
 	if a.keys != nil {
 		api.WithKeys(a.gateway)
 	}
@@ -277,6 +279,11 @@ func (a *App) Reload(path string) error {
 	if err := a.gateway.Reload(cfg); err != nil {
 		a.log.Error("reload refused: the running config stays", "err", err)
 		return err
+	}
+	// What the admin API, page and audit trail show is what is now
+	// enforced.
+	if err := a.admin.Reloaded(context.Background(), a.gateway.Settings().Config()); err != nil {
+		a.log.Error("config reloaded, but its limit changes could not all be written to the audit trail", "err", err)
 	}
 	a.log.Info("config reloaded", "path", path)
 	return nil

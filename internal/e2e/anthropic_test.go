@@ -118,15 +118,15 @@ func TestAnthropicRefusalsAreAnthropicErrors(t *testing.T) {
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
 	})
 	var apierr *anthropic.Error
-	if !errors.As(err, &apierr) || apierr.StatusCode != 429 {
-		t.Fatalf("err = %v, want a 429 *anthropic.Error", err)
+	if !errors.As(err, &apierr) || apierr.StatusCode != 400 {
+		t.Fatalf("err = %v, want a 400 *anthropic.Error", err)
 	}
 	raw := apierr.RawJSON()
-	if !strings.Contains(raw, `"type":"rate_limit_error"`) || !strings.Contains(raw, `"code":"request_exceeds_budget_remaining"`) {
+	if !strings.Contains(raw, `"type":"invalid_request_error"`) || !strings.Contains(raw, `"code":"request_exceeds_budget_remaining"`) {
 		t.Fatalf("body %s", raw)
 	}
-	if apierr.Response.Header.Get("Retry-After") == "" || calls.Load() != 1 {
-		t.Fatalf("Retry-After %q, %d calls (x-should-retry:false must stop the SDK's retries)", apierr.Response.Header.Get("Retry-After"), calls.Load())
+	if apierr.Response.Header.Get("Retry-After") != "" || calls.Load() != 1 {
+		t.Fatalf("Retry-After %q, %d calls (a final refusal: no wait, no retry)", apierr.Response.Header.Get("Retry-After"), calls.Load())
 	}
 	// A request without max_tokens is refused in Anthropic's shape too.
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader(`{"model":"`+claude+`","messages":[{"role":"user","content":"hi"}]}`))

@@ -223,6 +223,13 @@ func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.
 
 // isBudgetRefusal reports whether s (a body or a code) names one of the
 // three budget refusals: exhausted, too large for what remains, held.
+// budgetRefused reports whether an answer is a budget's refusal: 400
+// for a budget spent or too small for the request (final), 429 for one
+// held by requests in flight (retry in seconds), with its code.
+func budgetRefused(status int, body string) bool {
+	return (status == http.StatusBadRequest || status == http.StatusTooManyRequests) && isBudgetRefusal(body)
+}
+
 func isBudgetRefusal(s string) bool {
 	for _, code := range []string{"insufficient_quota", "request_exceeds_budget_remaining", "budget_held_by_requests_in_flight"} {
 		if strings.Contains(s, code) {

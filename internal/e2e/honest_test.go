@@ -51,7 +51,7 @@ func refusalOf(t *testing.T, raw []byte) refusalInfo {
 }
 
 // recorder is an SDK transport that keeps every response's status, headers
-// and body, and runs onRefusal after the first 429.
+// and body, and runs onRefusal after the first refusal.
 type recorder struct {
 	mu        sync.Mutex
 	seen      []*http.Response
@@ -71,7 +71,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.mu.Lock()
 	r.seen, r.bodies = append(r.seen, resp), append(r.bodies, body)
 	r.mu.Unlock()
-	if resp.StatusCode == http.StatusTooManyRequests && r.onRefusal != nil {
+	if resp.StatusCode >= 400 && r.onRefusal != nil {
 		r.once.Do(r.onRefusal)
 	}
 	return resp, nil
@@ -85,11 +85,17 @@ func untilMonthEnd() time.Duration {
 	return budget.PeriodEnd(budget.Month, now, time.UTC).Sub(now)
 }
 
-func checkRetryAfterPeriodEnd(t *testing.T, h http.Header) {
+// checkFinal holds a final budget refusal's headers: no Retry-After
+// (a client would sleep out the month: opencode does), X-Should-Retry
+// false, and the reset in the limit headers.
+func checkFinal(t *testing.T, h http.Header) {
 	t.Helper()
-	ra, err := strconv.Atoi(h.Get("Retry-After"))
-	if want := untilMonthEnd().Seconds(); err != nil || math.Abs(float64(ra)-want) > 60 {
-		t.Fatalf("Retry-After = %q, want about %.0f s (the month's end)", h.Get("Retry-After"), want)
+	if h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "" {
+		t.Fatalf("Retry-After %q on a refusal no wait mends", h.Get("Retry-After"))
+	}
+	reset, err := strconv.Atoi(h.Get("X-RateLimit-Reset"))
+	if want := untilMonthEnd().Seconds(); err != nil || math.Abs(float64(reset)-want) > 60 {
+		t.Fatalf("X-RateLimit-Reset = %q, want about %.0f s (the month's end)", h.Get("X-RateLimit-Reset"), want)
 	}
 	if h.Get("X-Should-Retry") != "false" {
 		t.Fatalf("X-Should-Retry = %q, want false", h.Get("X-Should-Retry"))
@@ -161,10 +167,10 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 	_, err := c.Chat.Completions.New(ctx, ask("how much", 1000))
 	e := apiError(t, err)
 	info := refusalOf(t, rec.bodies[0])
-	if e.StatusCode != 429 || info.Code != "request_exceeds_budget_remaining" || info.Type != "insufficient_quota" || rec.calls() != 1 {
+	if e.StatusCode != 400 || info.Code != "request_exceeds_budget_remaining" || info.Type != "invalid_request_error" || rec.calls() != 1 {
 		t.Fatalf("too large: %d %s %s after %d calls", e.StatusCode, info.Type, info.Code, rec.calls())
 	}
-	checkRetryAfterPeriodEnd(t, rec.seen[0].Header)
+	checkFinal(t, rec.seen[0].Header)
 	input := info.Estimate - 2*1000
 	if info.Remaining != 1500 || info.Amount != 1500 || input <= 0 || info.Fit == nil {
 		t.Fatalf("too large: facts %+v", info)
@@ -204,7 +210,7 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 	if first.StatusCode != 429 || info.Code != "budget_held_by_requests_in_flight" || info.Held == nil || *info.Held < 1200 || rec2.calls() < 2 { // a retry that came before the hold settled is refused and retried again
 		t.Fatalf("held: %d %+v after %d calls", first.StatusCode, info, rec2.calls())
 	}
-	if ra, err := strconv.Atoi(first.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 || first.Header.Get("X-Should-Retry") != "true" {
+	if ra, err := strconv.Atoi(first.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 30 || first.Header.Get("X-Should-Retry") != "true" {
 		t.Fatalf("held: Retry-After %q, X-Should-Retry %q; want seconds and true", first.Header.Get("Retry-After"), first.Header.Get("X-Should-Retry"))
 	}
 	if info.Remaining != 1500-spent-*info.Held || !strings.Contains(info.Message, "in flight") {
@@ -220,10 +226,10 @@ func TestHonestRefusalsThroughOpenAISDK(t *testing.T) {
 	_, err = c3.Chat.Completions.New(ctx, ask("more", 10))
 	e = apiError(t, err)
 	info = refusalOf(t, rec3.bodies[0])
-	if e.StatusCode != 429 || info.Code != "insufficient_quota" || info.Type != "insufficient_quota" || rec3.calls() != 1 || !strings.Contains(info.Message, "exhausted") {
+	if e.StatusCode != 400 || info.Code != "insufficient_quota" || info.Type != "insufficient_quota" || rec3.calls() != 1 || !strings.Contains(info.Message, "exhausted") {
 		t.Fatalf("exhausted: %d %+v after %d calls", e.StatusCode, info, rec3.calls())
 	}
-	checkRetryAfterPeriodEnd(t, rec3.seen[0].Header)
+	checkFinal(t, rec3.seen[0].Header)
 	// Each case has its own reason in the metrics.
 	fams := h.scrape()
 	for _, reason := range []string{"budget_too_small_for_request", "budget_held", "budget_exhausted"} {
@@ -259,10 +265,10 @@ func TestHonestRefusalsThroughAnthropicSDK(t *testing.T) {
 	// Too large: 2000 output tokens at $15/1M is 30,000 µ$.
 	_, err := c.Messages.New(ctx, ask("how much", 2000))
 	info := refusalOf(t, rec.bodies[0])
-	if !errors.As(err, &apierr) || apierr.StatusCode != 429 || info.Code != "request_exceeds_budget_remaining" || info.Fit == nil || rec.calls() != 1 {
+	if !errors.As(err, &apierr) || apierr.StatusCode != 400 || info.Code != "request_exceeds_budget_remaining" || info.Fit == nil || rec.calls() != 1 {
 		t.Fatalf("too large: %v %+v after %d calls", err, info, rec.calls())
 	}
-	checkRetryAfterPeriodEnd(t, rec.seen[0].Header)
+	checkFinal(t, rec.seen[0].Header)
 	if !strings.Contains(info.Message, "max_tokens to at most "+strconv.FormatInt(*info.Fit, 10)) {
 		t.Fatalf("message %q", info.Message)
 	}
@@ -303,7 +309,7 @@ func TestHonestRefusalsThroughAnthropicSDK(t *testing.T) {
 	if !errors.As(err, &apierr) || info.Code != "insufficient_quota" || rec3.calls() != 1 || !strings.Contains(info.Message, "exhausted") {
 		t.Fatalf("exhausted: %v %+v after %d calls", err, info, rec3.calls())
 	}
-	checkRetryAfterPeriodEnd(t, rec3.seen[0].Header)
+	checkFinal(t, rec3.seen[0].Header)
 }
 
 // A budget with over_budget: clamp forwards a request too large for it
@@ -329,7 +335,7 @@ func TestClampWritesTheCapThatFits(t *testing.T) {
 	}
 	// Below the minimum, it is refused as too large.
 	resp, eb = h.post("/v1/chat/completions", testKey, `{"model":"test-model","max_tokens":1000,"messages":[{"role":"user","content":"again"}]}`, nil)
-	if resp.StatusCode != 429 || eb.Error.Code != "request_exceeds_budget_remaining" && eb.Error.Code != "insufficient_quota" {
+	if resp.StatusCode != 400 || eb.Error.Code != "request_exceeds_budget_remaining" && eb.Error.Code != "insufficient_quota" {
 		t.Fatalf("under the minimum: %d %+v", resp.StatusCode, eb)
 	}
 }

@@ -196,12 +196,12 @@ func TestBudgetExhaustedThroughSDK(t *testing.T) {
 	e := apiError(t, err)
 	// The first request spent all but a sliver: the second is too large
 	// for what remains.
-	if e.StatusCode != http.StatusTooManyRequests || e.Type != "insufficient_quota" || e.Code != "request_exceeds_budget_remaining" {
+	if e.StatusCode != http.StatusBadRequest || e.Type != "invalid_request_error" || e.Code != "request_exceeds_budget_remaining" {
 		t.Fatalf("refusal = %d %s %s", e.StatusCode, e.Type, e.Code)
 	}
 	hdr := e.Response.Header
-	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || ra <= 0 {
-		t.Fatalf("Retry-After = %q, want seconds until the month ends", hdr.Get("Retry-After"))
+	if ra := hdr.Get("Retry-After"); ra != "" {
+		t.Fatalf("Retry-After = %q on a refusal no wait mends", ra)
 	}
 	if hdr.Get("X-Should-Retry") != "false" {
 		t.Fatalf("x-should-retry = %q", hdr.Get("X-Should-Retry"))

@@ -167,7 +167,7 @@ func TestOpenAIWebSearchesKeepTheCeiling(t *testing.T) {
 					switch {
 					case err == nil:
 						served++
-					case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusTooManyRequests:
+					case errors.As(err, &apiErr) && budgetRefused(apiErr.StatusCode, apiErr.RawJSON()):
 						refused++
 					default:
 						t.Errorf("request %d: %v", i, err)

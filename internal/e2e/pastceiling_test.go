@@ -118,7 +118,7 @@ func TestSpendPastTheCeilingIsShownAsItIs(t *testing.T) {
 
 				// Refused as exhausted, saying what is spent.
 				status, _, body, err := send(http.DefaultClient, last, chatBody(9, false))
-				if err != nil || status != 429 || !strings.Contains(body, `"code":"insufficient_quota"`) {
+				if err != nil || status != 400 || !strings.Contains(body, `"code":"insufficient_quota"`) {
 					t.Fatalf("past the ceiling: %d %v %s", status, err, body)
 				}
 				says := budget.Money(spent).Dollars() + " of " + budget.Money(ceiling).Dollars() + " is spent"

@@ -133,7 +133,7 @@ func instancesShareOneBudget(t *testing.T, redisExtra string) {
 				case status == 200:
 					ok.Add(1)
 					misses = 0
-				case status == 429 && isBudgetRefusal(body):
+				case budgetRefused(status, body):
 					refused.Add(1)
 					misses++
 				default:
@@ -293,7 +293,7 @@ func TestRoutesDegradeAsConfigured(t *testing.T) {
 	passed := 0
 	for range 100 {
 		status, code := post("/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"say something","max_tokens":100}`)
-		if status == 429 && isBudgetRefusal(code) {
+		if budgetRefused(status, code) {
 			break
 		}
 		if status != 200 {

@@ -75,7 +75,7 @@ orgs:
 	if got := shown(); got != 5_000 {
 		t.Fatalf("before the reload the API shows %d µ$", got)
 	}
-	if status, body := callAs(t, testKey, http.MethodPost, srv.URL+"/v1/chat/completions", big); status != 429 {
+	if status, body := callAs(t, testKey, http.MethodPost, srv.URL+"/v1/chat/completions", big); !budgetRefused(status, body) {
 		t.Fatalf("a request past the $0.005 ceiling: %d %s", status, body)
 	}
 	write("$5")

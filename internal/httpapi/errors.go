@@ -122,7 +122,10 @@ type refusal struct {
 	retryAfter time.Duration // zero: no Retry-After
 	noRetry    bool          // x-should-retry: false
 	retry      bool          // x-should-retry: true
-	result     *budget.Result
+	// anthropicType overrides the Anthropic error type the status gives
+	// (billing_error for a spent budget).
+	anthropicType string
+	result        *budget.Result
 	// limits, with result, are the request's limits for the limit
 	// headers of a limit's refusal.
 	limits       []budget.Limit
@@ -200,6 +203,15 @@ func mapError(err error) refusal {
 // is; the body says the largest output cap that fits); reservations in
 // flight hold the rest (retry in seconds). What it says is spent is the
 // settled spend as it is, past the ceiling if it went there.
+//
+// The first two are 400s with X-Should-Retry: false and no Retry-After,
+// the one shape every client tried reads as final and shows the message
+// of (Claude Code, Codex, opencode, the AI SDK, OpenAI's and Anthropic's
+// SDKs: docs/refusals.md): on a 429 opencode sleeps out a Retry-After of
+// hours and the AI SDK retries, and Codex shows its own "Quota exceeded"
+// for a 429 insufficient_quota. The reset time is in the message, the
+// body and the limit headers. A held budget is a 429 with a Retry-After of
+// seconds, which every client waits out and retries.
 func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	l := e.Limit
 	st := budget.Status{}
@@ -221,16 +233,17 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	}
 	switch {
 	case errors.Is(e, budget.ErrExhausted):
-		r.noRetry = true
+		r.status, r.retryAfter, r.noRetry, r.anthropicType = http.StatusBadRequest, 0, true, "billing_error"
 		r.reason = "budget_exhausted"
 		r.body = apiError{Type: "insufficient_quota", Code: "insufficient_quota",
-			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets when its %s ends.", l.Scope, l.Name, what(st.Spent), what(st.Capacity), l.Period)}
+			Message: fmt.Sprintf("The %s budget %q is exhausted: %s of %s is spent, and it resets at the end of its %s (%s).", l.Scope, l.Name, what(st.Spent), what(st.Capacity), l.Period, resetsAt(e.Result))}
 	case errors.Is(e, budget.ErrOverBudget):
-		r.noRetry = true
+		r.status, r.retryAfter, r.noRetry = http.StatusBadRequest, 0, true
 		r.reason = "budget_too_small_for_request"
-		r.body = apiError{Type: "insufficient_quota", Code: "request_exceeds_budget_remaining",
-			Message: fmt.Sprintf("This request is estimated at %s, more than the %s budget %q has left (%s of %s); %s.", what(f.estimate), l.Scope, l.Name, what(st.Remaining), what(st.Capacity), fitHint)}
+		r.body = apiError{Type: "invalid_request_error", Code: "request_exceeds_budget_remaining",
+			Message: fmt.Sprintf("This request is estimated at %s, more than the %s budget %q has left (%s of %s, until %s); %s.", what(f.estimate), l.Scope, l.Name, what(st.Remaining), what(st.Capacity), resetsAt(e.Result), fitHint)}
 	case errors.Is(e, budget.ErrHeld):
+		r.retryAfter = min(r.retryAfter, maxHeldRetry)
 		r.retry = true
 		held := st.Held
 		info.Held = &held
@@ -238,10 +251,9 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 		r.body = apiError{Type: "rate_limit_error", Code: "budget_held_by_requests_in_flight",
 			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Capacity-st.Spent), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
 	case errors.Is(e, budget.ErrTooLarge):
-		r.noRetry = true
-		r.retryAfter = l.Window
+		r.status, r.retryAfter, r.noRetry = http.StatusBadRequest, 0, true // waiting never helps
 		r.reason = "too_large_for_limit"
-		r.body = apiError{Type: "rate_limit_error", Code: "request_too_large_for_limit",
+		r.body = apiError{Type: "invalid_request_error", Code: "request_too_large_for_limit",
 			Message: fmt.Sprintf("The request needs more than the %s limit %q can ever grant (%d %s).", l.Scope, l.Name, st.Capacity, l.Unit)}
 	case errors.Is(e, budget.ErrConcurrency):
 		r.reason = "concurrency"
@@ -254,6 +266,16 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	}
 	r.body.Tollgate = info
 	return r
+}
+
+// maxHeldRetry caps a held budget's Retry-After: the AI SDK ignores one
+// of a minute or more, and the reservations holding the budget settle
+// within seconds of their answers.
+const maxHeldRetry = 30 * time.Second
+
+// resetsAt is when a refused budget's period ends, as RFC 3339 UTC.
+func resetsAt(res budget.Result) string {
+	return time.Now().Add(res.RetryAfter).UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
 // anthropicErrorBody is Anthropic's error shape, used on /v1/messages so
@@ -273,6 +295,8 @@ func anthropicError(r refusal) anthropicErrorBody {
 	b.Type = "error"
 	b.Error.Message, b.Error.Code, b.Error.Tollgate = r.body.Message, r.body.Code, r.body.Tollgate
 	switch {
+	case r.anthropicType != "":
+		b.Error.Type = r.anthropicType
 	case r.status == http.StatusBadRequest:
 		b.Error.Type = "invalid_request_error"
 	case r.status == http.StatusUnauthorized:

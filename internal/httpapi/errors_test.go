@@ -53,12 +53,12 @@ func TestTheErrorTable(t *testing.T) {
 		status       int
 		code, reason string
 	}{
-		{refusal(ceiling("spent", 10), usd(10), usd(1), true), 429, "insufficient_quota", "budget_exhausted"},
-		{refusal(ceiling("small", 10), usd(4), usd(7), true), 429, "request_exceeds_budget_remaining", "budget_too_small_for_request"},
+		{refusal(ceiling("spent", 10), usd(10), usd(1), true), 400, "insufficient_quota", "budget_exhausted"},
+		{refusal(ceiling("small", 10), usd(4), usd(7), true), 400, "request_exceeds_budget_remaining", "budget_too_small_for_request"},
 		{refusal(ceiling("held", 10), usd(6), usd(6), false), 429, "budget_held_by_requests_in_flight", "budget_held"},
 		{refusal(rate, usd(0), usd(0), false), 429, "rate_limit_exceeded", "rate_limited"},
 		{refusal(inFlight, usd(0), usd(0), false), 429, "concurrency_limit_exceeded", "concurrency"},
-		{refusal(tpm, budget.Amounts{Tokens: 1}, budget.Amounts{Tokens: 10}, false), 429, "request_too_large_for_limit", "too_large_for_limit"},
+		{refusal(tpm, budget.Amounts{Tokens: 1}, budget.Amounts{Tokens: 10}, false), 400, "request_too_large_for_limit", "too_large_for_limit"},
 		{fmt.Errorf("reserving: %w", budget.ErrStoreUnavailable), 503, "budget_store_unavailable", "store_unavailable"},
 		{&gateway.UpstreamRefused{Code: "upstream_queue_full"}, 503, "upstream_queue_full", "upstream_queue_full"},
 		{&bound.RequestError{Param: "n", Message: "n must be at least 1"}, 400, "invalid_request", "bad_request"},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/budget"
@@ -87,7 +88,7 @@ func report(args []string, stdout io.Writer) error {
 	month := fs.String("month", time.Now().UTC().Format("2006-01"), "YYYY-MM")
 	from := fs.String("from", "", "first day YYYY-MM-DD (with --to, instead of --month)")
 	to := fs.String("to", "", "day after the last YYYY-MM-DD")
-	by := fs.String("by", "team", "comma-separated: org, team, key, user, model, route, upstream, day, month")
+	by := fs.String("by", "team", "comma-separated: org, team (org/team), key (org/team/key), user, model, served_model, route, upstream, day, month")
 	team := fs.String("team", "", "only org/team")
 	tz := fs.String("tz", "", "time zone of days and months (default: the gateway's)")
 	format := fs.String("format", "table", "table, csv or json")
@@ -147,13 +148,26 @@ func report(args []string, stdout io.Writer) error {
 	return writeTable(stdout, rows, len(rep.By))
 }
 
+// graphic is s with its non-graphic characters escaped as Go does.
+func graphic(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) }) < 0 {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
+}
+
 // writeTable writes rows in columns: the first text columns aligned left,
-// the figures after them right, two spaces apart.
+// the figures after them right, two spaces apart. A cell's control and
+// other non-graphic characters are written escaped (\n, \x1b): text from
+// requests (a user id) must not move the cursor, colour the terminal or
+// forge a line of the table (a TOTAL of its own).
 func writeTable(w io.Writer, rows [][]string, text int) error {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for i, cell := range r {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+			r[i] = graphic(cell)
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[i]))
 		}
 	}
 	var b strings.Builder

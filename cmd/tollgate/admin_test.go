@@ -68,7 +68,7 @@ func TestReportAndCeilingCommands(t *testing.T) {
 	// The token columns carry the ledger's figures, not zeros; dollars
 	// to the cent; a total.
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "ml" || f[3] == "0" || f[5] == "0" || !strings.HasPrefix(f[6], "$0.") ||
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "acme/ml" || f[3] == "0" || f[5] == "0" || !strings.HasPrefix(f[6], "$0.") ||
 		!strings.HasPrefix(lines[len(lines)-1], "TOTAL") {
 		t.Fatalf("table rows report no tokens:\n%s", out.String())
 	}
@@ -228,5 +228,23 @@ TOTAL                          $1,200.51
 `
 	if b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// Text a client controls (a user id) cannot colour the terminal, move the
+// cursor or forge a line of the table: its control characters are
+// written escaped.
+func TestWriteTableEscapesControlCharacters(t *testing.T) {
+	var b bytes.Buffer
+	evil := "bob\x1b[2K\rTOTAL  $0.00\n"
+	if err := writeTable(&b, [][]string{{"USER", "USD"}, {evil, "$9.00"}, {"TOTAL", "$9.00"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	want := `USER                          USD
+bob\x1b[2K\rTOTAL  $0.00\n  $9.00
+TOTAL                       $9.00
+`
+	if b.String() != want || strings.Count(b.String(), "\n") != 3 {
+		t.Fatalf("got\n%q\nwant\n%q", b.String(), want)
 	}
 }

@@ -196,7 +196,7 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 	}
 	d.Teams, d.Total = a.teamRows(ctx, t, d.Team, byTeam, trail, asOf, d.Current)
 	days := daysOf(start)
-	d.TeamChart = stacked("by-team", "Daily spend by team", days, teamDays, func(r Row) string { return r.Group["org"] + "/" + r.Group["team"] })
+	d.TeamChart = stacked("by-team", "Daily spend by team", days, teamDays, func(r Row) string { return r.Group["team"] })
 	d.ModelChart = stacked("by-model", "Daily spend by model", days, modelDays, func(r Row) string { return r.Group["model"] })
 	if d.Team == "" {
 		if d.CanEdit {
@@ -235,7 +235,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 	spent := map[string]int64{}
 	var total int64
 	for _, r := range byTeam {
-		spent[r.Group["org"]+"/"+r.Group["team"]] = int64(r.USDMicros)
+		spent[r.Group["team"]] = int64(r.USDMicros)
 		total += int64(r.USDMicros)
 	}
 	var rows []teamRow

@@ -176,7 +176,7 @@ func TestFinancePageHistoryAndForecast(t *testing.T) {
 	want := [][]string{
 		{"month", "org", "team", "section", "item", "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd"},
 		{"2026-11", "acme", "ml", "model", "m", "30", "3000", "0", "300", "300000000", "300.00"},
-		{"2026-11", "acme", "ml", "key", "k", "30", "3000", "0", "300", "300000000", "300.00"},
+		{"2026-11", "acme", "ml", "key", "acme/ml/k", "30", "3000", "0", "300", "300000000", "300.00"},
 		{"2026-11", "acme", "ml", "total", "", "30", "3000", "0", "300", "300000000", "300.00"},
 		{"2026-11", "acme", "ml", "ceiling", "in force at month end", "", "", "", "", "800000000", "800.00"},
 	}

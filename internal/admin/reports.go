@@ -19,7 +19,7 @@ import (
 )
 
 // Dimensions a report can group by.
-var Dimensions = []string{"org", "team", "key", "user", "model", "route", "upstream", "day", "month"}
+var Dimensions = []string{"org", "team", "key", "user", "model", "served_model", "route", "upstream", "day", "month"}
 
 // Row is one group of a report.
 type Row struct {
@@ -123,15 +123,24 @@ func teamsFor(t config.AdminToken, only string) []string {
 }
 
 // dimension is entry e's value of dimension d; local is its time on its
-// org's calendar.
+// org's calendar. A team is named org/team and a key org/team/key: two
+// orgs may have a team (or a key) of the same id, and a report that
+// merged them would charge one's spend back to the other. A model is as
+// the client named it (an alias, say), served_model the model that
+// served it.
 func dimension(e budget.Entry, d string, local time.Time) string {
 	switch d {
 	case "org":
 		return e.Org
 	case "team":
-		return e.Team
+		return e.Org + "/" + e.Team
 	case "key":
-		return e.Key
+		return e.Org + "/" + e.Team + "/" + e.Key
+	case "served_model":
+		if e.ServedModel != "" {
+			return e.ServedModel
+		}
+		return e.Model
 	case "user":
 		return e.User
 	case "model":
@@ -225,7 +234,11 @@ func (a *API) reports(c echo.Context) error {
 		return err
 	}
 	if q.Get("format") == "csv" {
-		return writeCSV(c, by, rows)
+		name := "tollgate-report-" + from.Format("2006-01-02") + "-to-" + to.Format("2006-01-02")
+		if only != "" {
+			name += "-" + only
+		}
+		return writeCSV(c, name, by, rows)
 	}
 	if tz == "" {
 		tz = "each org's own"
@@ -233,10 +246,10 @@ func (a *API) reports(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"from": from.Format("2006-01-02"), "to": to.Format("2006-01-02"), "time_zone": tz, "by": by, "rows": rows})
 }
 
-func writeCSV(c echo.Context, by []string, rows []Row) error {
+func writeCSV(c echo.Context, name string, by []string, rows []Row) error {
 	w := c.Response()
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="tollgate-report.csv"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+fileName(name)+`.csv"`)
 	w.WriteHeader(http.StatusOK)
 	cw := csv.NewWriter(w)
 	header := append(append([]string{}, by...), "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd", "estimated")
@@ -244,7 +257,7 @@ func writeCSV(c echo.Context, by []string, rows []Row) error {
 	for _, r := range rows {
 		rec := make([]string, 0, len(header))
 		for _, d := range by {
-			rec = append(rec, r.Group[d])
+			rec = append(rec, cell(r.Group[d]))
 		}
 		rec = append(rec, strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.CachedInputTokens, 10),
 			strconv.FormatInt(r.OutputTokens, 10), strconv.FormatInt(int64(r.USDMicros), 10), r.USD, strconv.FormatInt(r.Estimated, 10))
@@ -252,4 +265,29 @@ func writeCSV(c echo.Context, by []string, rows []Row) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// cell is a CSV cell's text, neutralised: a value that starts with = + -
+// @, a tab or a carriage return is a formula to a spreadsheet
+// (=HYPERLINK(…) in a user id a client sent), so it gets a leading
+// apostrophe, which spreadsheets show as text (OWASP's CSV injection
+// advice). Only text from requests and config goes through it; the
+// figures the report computes are written as they are.
+func cell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// fileName is name with every character but letters, digits, '-', '_'
+// and '.' replaced by '_': safe in a Content-Disposition header and on
+// any file system.
+func fileName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return r
+		}
+		return '_'
+	}, name)
 }

@@ -154,3 +154,84 @@ orgs:
 		t.Fatalf("months: %s", body)
 	}
 }
+
+// Two orgs with a team and a key of the same ids are two rows, named
+// org/team and org/team/key, in the JSON and the CSV alike; an alias's
+// spend is reported under the alias (model) and under the model that
+// served it (served_model); a value a client controls that a spreadsheet
+// would run as a formula is written as text; the file is named by its
+// range. From the file ledger and from PostgreSQL.
+func TestReportsAttributeByOrgAndAreSafeToOpen(t *testing.T) {
+	for name, open := range map[string]func(*config.Config, []budget.Entry) *admin.API{
+		"file": func(c *config.Config, entries []budget.Entry) *admin.API {
+			c.LedgerPath = writeLedger(t, entries)
+			return admin.New(c, nil, nil)
+		},
+		"postgres": func(c *config.Config, entries []budget.Entry) *admin.API {
+			return admin.New(c, nil, nil).WithLedger(pgLedger(t, entries))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := config.Parse([]byte(`
+admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance}]
+upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m, n]}]
+models: {m: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}, n: {encoding: o200k_base, input: 0, output: 0, max_output_tokens: 10}}
+aliases: {smart: {deployments: [{upstream: u, model: m}, {upstream: u, model: n}]}}
+orgs:
+  - {id: acme, teams: [{id: ml, keys: [{id: k, hash: "`+policy.HashKey("tg-1")+`"}]}]}
+  - {id: beta, teams: [{id: ml, keys: [{id: k, hash: "`+policy.HashKey("tg-2")+`"}]}]}
+`), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Date(2026, 11, 10, 12, 0, 0, 0, time.UTC)
+			entries := []budget.Entry{
+				{Org: "acme", Team: "ml", Key: "k", User: "=HYPERLINK(\"http://x\",\"pay\")", Model: "smart", ServedModel: "n", Time: at, Cost: 1_000, Served: true},
+				{Org: "beta", Team: "ml", Key: "k", User: "+1-555", Model: "m", Time: at, Cost: 20_000, Served: true},
+			}
+			for i := range entries {
+				entries[i].RequestID = strconv.Itoa(i)
+			}
+			e := echo.New()
+			open(c, entries).Mount(e)
+			get := func(query string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest(http.MethodGet, "/admin/v1/reports?"+query, nil)
+				req.Header.Set("Authorization", "Bearer tg-cfo")
+				rec := httptest.NewRecorder()
+				e.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
+				}
+				return rec
+			}
+			rec := get("month=2026-11&by=team,key,user,model,served_model&format=csv")
+			if cd := rec.Header().Get("Content-Disposition"); cd != `attachment; filename="tollgate-report-2026-11-01-to-2026-12-01.csv"` {
+				t.Errorf("Content-Disposition %q", cd)
+			}
+			recs, err := csv.NewReader(strings.NewReader(rec.Body.String())).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, r := range recs[1:] {
+				got[strings.Join(r[:5], " | ")] = r[9]
+			}
+			want := map[string]string{
+				`acme/ml | acme/ml/k | '=HYPERLINK("http://x","pay") | smart | n`: "1000",
+				`beta/ml | beta/ml/k | '+1-555 | m | m`:                           "20000",
+			}
+			if len(got) != len(want) {
+				t.Fatalf("rows %v, want %v", got, want)
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("row %q: %q, want %q (rows %v)", k, got[k], v, got)
+				}
+			}
+			// The JSON keeps the values as they are.
+			if body := get("month=2026-11&by=team,user").Body.String(); !strings.Contains(body, `"team":"acme/ml"`) || !strings.Contains(body, `"user":"=HYPERLINK(`) {
+				t.Errorf("JSON report: %s", body)
+			}
+		})
+	}
+}

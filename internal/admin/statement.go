@@ -109,12 +109,12 @@ func (a *API) teamBudgets(org, team string) ([]budget.Limit, bool) {
 func statementCSV(c echo.Context, st Statement) error {
 	w := c.Response()
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="tollgate-statement-`+st.Org+`-`+st.Team+`-`+st.Month+`.csv"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+fileName("tollgate-statement-"+st.Org+"-"+st.Team+"-"+st.Month)+`.csv"`)
 	w.WriteHeader(http.StatusOK)
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"month", "org", "team", "section", "item", "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd"})
 	line := func(section, item string, r Row) {
-		_ = cw.Write([]string{st.Month, st.Org, st.Team, section, item, strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10),
+		_ = cw.Write([]string{st.Month, cell(st.Org), cell(st.Team), section, cell(item), strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10),
 			strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.OutputTokens, 10), strconv.FormatInt(int64(r.USDMicros), 10), r.USDMicros.Decimal()})
 	}
 	for _, r := range st.Models {

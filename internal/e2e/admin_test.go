@@ -172,7 +172,7 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	}
 	// A viewer sees only its team.
 	_, vBody := adminCall(t, "GET", reports, viewerToken, "")
-	if !strings.Contains(vBody, `"team":"search"`) || strings.Contains(vBody, `"team":"ml"`) {
+	if !strings.Contains(vBody, `"team":"acme/search"`) || strings.Contains(vBody, `"team":"acme/ml"`) {
 		t.Fatalf("viewer's report: %s", vBody)
 	}
 
@@ -352,7 +352,7 @@ func TestFinancePageInChromium(t *testing.T) {
 	}
 	var total int64
 	for _, r := range rows {
-		team := r.Group["org"] + "/" + r.Group["team"]
+		team := r.Group["team"] // org/team
 		want := `data-team="` + team + `" data-usd-micros="` + strconv.FormatInt(r.USDMicros, 10) + `"`
 		if !strings.Contains(dom, want) {
 			t.Fatalf("the page lacks %s:\n%s", want, dom)

@@ -184,9 +184,9 @@ type Aggregator interface {
 
 // Query is a report: served entries whose civil time on their org's
 // calendar is in [From, To) (civil times written in UTC), summed by the
-// dimensions in By (org, team, key, user, model, route, upstream, day,
-// month — day and month on the org's calendar), of the teams in Teams
-// ("org/team"; nil: every team).
+// dimensions in By (org, team — org/team —, key — org/team/key —, user,
+// model, served_model, route, upstream, day, month — day and month on the
+// org's calendar), of the teams in Teams ("org/team"; nil: every team).
 type Query struct {
 	From, To time.Time
 	By       []string
@@ -204,7 +204,7 @@ type Group struct {
 // columns are the SQL expressions of the report dimensions, over the
 // subquery in Aggregate.
 var columns = map[string]string{
-	"org": "org", "team": "team", "key": "key_id", "model": "model",
+	"org": "org", "team": "org || '/' || team", "key": "org || '/' || team || '/' || key_id", "model": "model", "served_model": "served_model",
 	"user": "user_name", "route": "route", "upstream": "upstream",
 	"day": "to_char(civil, 'YYYY-MM-DD')", "month": "to_char(civil, 'YYYY-MM')",
 }
@@ -236,7 +236,7 @@ func (p *Postgres) Aggregate(ctx context.Context, q Query) ([]Group, error) {
 	query := `SELECT ARRAY[` + sel + `]::text[], count(*), coalesce(sum(input), 0)::bigint, coalesce(sum(cached), 0)::bigint, coalesce(sum(output), 0)::bigint, coalesce(sum(usd_micros), 0)::bigint,
 	count(*) FILTER (WHERE estimated)
 FROM (
-	SELECT org, team, key_id, user_name, route, model, upstream, usd_micros, time AT TIME ZONE $1::text AS civil,
+	SELECT org, team, key_id, user_name, route, model, coalesce(nullif(entry->>'served_model', ''), model) AS served_model, upstream, usd_micros, time AT TIME ZONE $1::text AS civil,
 		input_tokens AS input, cached_input_tokens AS cached, output_tokens AS output, estimated
 	FROM tollgate_ledger
 	WHERE served AND org = ANY($2) AND time >= $3 AND time < $4

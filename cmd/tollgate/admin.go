@@ -292,6 +292,8 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling reset-period", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org, team, key, name := budgetFlags(fs)
+	yes := fs.Bool("yes", false, "go ahead: the budget may then be spent whole again this period")
+	reason := fs.String("reason", "", "why (required with --yes; kept in the audit trail and the statement)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -302,8 +304,13 @@ func ceilingResetPeriod(args []string, stdout io.Writer) error {
 		SpentBefore int64  `json:"spent_before"`
 		Remaining   int64  `json:"remaining"`
 	}
-	if err := adminJSON(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset",
-		map[string]string{"org": *org, "team": *team, "key": *key, "name": *name}, &out); err != nil {
+	err := adminJSON(http.MethodPost, *base, *token, "/admin/v1/ceilings/reset",
+		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "confirm": *yes, "reason": *reason}, &out)
+	var refused *apiError
+	if errors.As(err, &refused) && refused.Code == "confirmation_required" {
+		return errors.New(strings.Replace(refused.Message, `Send it again with "confirm": true and a "reason"`, `Run it again with --yes --reason "why"`, 1))
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s %s: spent %s → %s (remaining %s)\n", out.Budget, out.Period, human(out.Unit, out.SpentBefore), human(out.Unit, 0), human(out.Unit, out.Remaining))

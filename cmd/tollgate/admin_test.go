@@ -89,7 +89,14 @@ func TestReportAndCeilingCommands(t *testing.T) {
 		t.Fatalf("ceiling show: %d %q %s", code, out.String(), errOut.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month"}, &out, &errOut); code != 0 ||
+	// A reset needs --yes and a reason: it lets the team spend a second
+	// ceiling's worth this month.
+	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), `Run it again with --yes --reason "why"`) {
+		t.Fatalf("an unconfirmed reset: %d %q %s", code, out.String(), errOut.String())
+	}
+	errOut.Reset()
+	if code := run(context.Background(), []string{"ceiling", "reset-period", "--url", url, "--token", "tg-cfo", "--org", "acme", "--team", "ml", "--name", "usd-month", "--yes", "--reason", "a billing mistake"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "team:acme/ml:usd-month "+time.Now().UTC().Format("2006-01")+": spent ") {
 		t.Fatalf("ceiling reset-period: %d %q %s", code, out.String(), errOut.String())
 	}

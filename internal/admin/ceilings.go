@@ -30,8 +30,12 @@ type ceilingChange struct {
 	Until  string `json:"until"`
 	For    string `json:"for"`
 	// Confirm goes ahead with a cut below the period's spend or by more
-	// than half, which is otherwise refused with confirmation_required.
+	// than half, or a period reset, which are otherwise refused with
+	// confirmation_required.
 	Confirm bool `json:"confirm"`
+	// Reason is why, kept in the audit trail (and the statement): a
+	// period reset needs one.
+	Reason string `json:"reason"`
 }
 
 // expiry reads a change's until or for: zero for a permanent change.
@@ -141,7 +145,7 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 	if err != nil {
 		return CeilingResult{}, err
 	}
-	change := auditEntry{Time: a.now().UTC(), Who: who, Action: "set_ceiling", Target: l.Bucket, Old: old[0].Capacity, New: now[0].Capacity}
+	change := auditEntry{Time: a.now().UTC(), Who: who, Action: "set_ceiling", Target: l.Bucket, Old: old[0].Capacity, New: now[0].Capacity, Reason: strings.TrimSpace(req.Reason)}
 	if !until.IsZero() {
 		u := until.UTC()
 		change.Until = &u
@@ -208,6 +212,20 @@ func (a *API) ResetPeriod(ctx context.Context, who string, req ceilingChange) (R
 	if !ok {
 		return ResetResult{}, refuse(http.StatusNotFound, "not_found", "No such budget.")
 	}
+	reason := strings.TrimSpace(req.Reason)
+	if !req.Confirm || reason == "" {
+		// A reset lets the budget be spent whole again this period: a
+		// second ceiling's worth, which a click must not do unasked.
+		st, err := a.engine.Peek(ctx, []budget.Limit{l})
+		if err != nil {
+			return ResetResult{}, err
+		}
+		r := refuse(http.StatusConflict, "confirmation_required",
+			fmt.Sprintf("Starting %s's period over lets it spend its whole %s again this period, on top of the %s settled so far (which the ledger and reports keep). Send it again with \"confirm\": true and a \"reason\"; the reset is listed in the audit trail and in the month's statement.",
+				l.Name, l.Format(st[0].Capacity), l.Format(st[0].Spent)))
+		r.Detail = map[string]any{"ceiling": st[0].Capacity, "spent": st[0].Spent, "unit": l.Unit.String(), "reason_required": reason == ""}
+		return ResetResult{}, r
+	}
 	period, was, err := a.engine.ResetSpent(ctx, l)
 	if err != nil {
 		return ResetResult{}, err
@@ -217,7 +235,7 @@ func (a *API) ResetPeriod(ctx context.Context, who string, req ceilingChange) (R
 		return ResetResult{}, err
 	}
 	if err := a.record(ctx, auditEntry{Time: a.now().UTC(), Who: who, Action: "reset_period", Target: l.Bucket + ":" + period,
-		Old: was, New: 0}); err != nil {
+		Old: was, New: 0, Reason: reason}); err != nil {
 		a.log.Error("writing the audit trail", "err", err)
 		return ResetResult{}, err
 	}
@@ -228,7 +246,8 @@ func (a *API) ResetPeriod(ctx context.Context, who string, req ceilingChange) (R
 	return ResetResult{Budget: l.Bucket, Unit: l.Unit.String(), Period: period, SpentBefore: was, Remaining: st[0].Remaining}, nil
 }
 
-// resetPeriod answers POST /admin/v1/ceilings/reset {org, team, name}.
+// resetPeriod answers POST /admin/v1/ceilings/reset {org, team, name,
+// confirm, reason}.
 func (a *API) resetPeriod(c echo.Context) error {
 	var req ceilingChange
 	if err := c.Bind(&req); err != nil {

@@ -3,6 +3,7 @@ package admin
 import (
 	"crypto/subtle"
 	"errors"
+	"github.com/tollgate-dev/tollgate/policy"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,8 +67,9 @@ func (a *API) formCeiling(c echo.Context) error {
 	}
 	if u := strings.TrimSpace(c.FormValue("until")); u != "" {
 		// A date from the form's date field: the change lapses as that
-		// day ends on the gateway's calendar.
-		loc, _ := time.LoadLocation(a.config().TimeZone)
+		// day ends on the budget's own calendar (its org's time zone,
+		// the one its periods reset on), not the gateway's.
+		loc := a.orgLocation(req.Org)
 		if d, err := time.ParseInLocation("2006-01-02", u, loc); err == nil {
 			u = d.AddDate(0, 0, 1).Format(time.RFC3339)
 		}
@@ -85,10 +87,17 @@ func (a *API) formCeiling(c echo.Context) error {
 	return back(c)
 }
 
-// formReset starts a budget's period over.
+// formReset starts a budget's period over, once confirmed with a reason
+// on the page it answers first.
 func (a *API) formReset(c echo.Context) error {
-	_, err := a.ResetPeriod(c.Request().Context(), caller(c).Name, ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name")})
-	if err != nil {
+	req := ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name"),
+		Confirm: c.FormValue("confirm") == "yes", Reason: strings.TrimSpace(c.FormValue("reason"))}
+	_, err := a.ResetPeriod(c.Request().Context(), caller(c).Name, req)
+	var r *Refusal
+	switch {
+	case errors.As(err, &r) && r.Code == "confirmation_required":
+		return render(c, http.StatusConflict, "confirmreset", map[string]any{"Refusal": r, "Req": req, "Month": c.FormValue("month"), "CSRF": csrfOf(c)})
+	case err != nil:
 		return refusedPage(c, err)
 	}
 	return back(c)
@@ -131,4 +140,22 @@ func refusedPage(c echo.Context, err error) error {
 // pageError answers a form with a page saying what was refused.
 func pageError(c echo.Context, status int, msg string) error {
 	return render(c, status, "error", map[string]any{"Status": status, "Message": msg})
+}
+
+// orgLocation is the calendar org's budgets reset on: its time_zone, or
+// the config's.
+func (a *API) orgLocation(org string) *time.Location {
+	c := a.config()
+	for _, o := range c.Orgs {
+		if o.ID == org {
+			if loc, err := policy.OrgLocation(c, o); err == nil {
+				return loc
+			}
+		}
+	}
+	loc, err := time.LoadLocation(c.TimeZone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }

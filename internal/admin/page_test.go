@@ -45,7 +45,8 @@ admin_tokens: [{name: cfo, hash: "`+policy.HashKey("tg-cfo")+`", role: finance},
 upstreams: [{name: u, base_url: "http://127.0.0.1:1/v1", models: [m]}]
 models: {m: {encoding: o200k_base, input: "$1", output: "$1", max_output_tokens: 10}}
 orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$800", period: month}]},
-                          {id: search, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$50", period: month}]}]}]
+                          {id: search, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$50", period: month}]}]},
+       {id: berlin, time_zone: Europe/Berlin, teams: [{id: ops, limits: [{name: usd-month, kind: budget, unit: usd, amount: "$100", period: month}]}]}]
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +264,55 @@ func TestFinanceFormsAreProtectedAndConfirmed(t *testing.T) {
 	if jrec.Code != http.StatusConflict || !strings.Contains(jrec.Body.String(), `"code":"confirmation_required"`) || !strings.Contains(jrec.Body.String(), `"new":10000000`) ||
 		!strings.Contains(jrec.Body.String(), `"old":100000000`) {
 		t.Fatalf("API: %d %s", jrec.Code, jrec.Body)
+	}
+}
+
+// The page's period reset is asked about first: it lets the team spend a
+// second ceiling's worth this period. The confirm page needs a reason;
+// the reset is audited with it and listed in the month's statement.
+func TestAPeriodResetIsConfirmedWithAReason(t *testing.T) {
+	p := newFinancePage(t)
+	page := p.do(http.MethodGet, "/admin/?team=acme/ml", "tg-cfo", true, nil).Body.String()
+	form := url.Values{"org": {"acme"}, "team": {"ml"}, "name": {"usd-month"}, "csrf": {attr(t, page, `name="csrf" value`)}}
+	rec := p.do(http.MethodPost, "/admin/reset", "tg-cfo", true, form)
+	body := rec.Body.String()
+	if rec.Code != http.StatusConflict || !strings.Contains(body, "spend its whole") || !strings.Contains(body, `name="reason" required`) {
+		t.Fatalf("reset page: %d\n%s", rec.Code, body)
+	}
+	form.Set("confirm", "yes") // confirmed, but no reason: asked again
+	if rec := p.do(http.MethodPost, "/admin/reset", "tg-cfo", true, form); rec.Code != http.StatusConflict {
+		t.Fatalf("a reset without a reason: %d", rec.Code)
+	}
+	if list, _ := p.trail.List(context.Background()); len(list) != 0 {
+		t.Fatalf("an unconfirmed reset was audited: %+v", list)
+	}
+	form.Set("reason", "double-billed by a retry storm")
+	if rec := p.do(http.MethodPost, "/admin/reset", "tg-cfo", true, form); rec.Code != http.StatusSeeOther {
+		t.Fatalf("confirmed: %d %s", rec.Code, rec.Body)
+	}
+	list, _ := p.trail.List(context.Background())
+	if len(list) != 1 || list[0].Action != "reset_period" || list[0].Reason != "double-billed by a retry storm" || list[0].Who != "cfo" {
+		t.Fatalf("audit %+v", list)
+	}
+	st := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=ml&month=2026-12&format=json", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(st, `"action":"reset_period"`) || !strings.Contains(st, `"reason":"double-billed by a retry storm"`) {
+		t.Fatalf("the statement does not list the reset: %s", st)
+	}
+}
+
+// A temporary change's date on the page ends as that day ends on the
+// budget's own calendar: a Berlin budget's top-up "until 31 December"
+// lapses at midnight in Berlin (23:00 UTC), not at midnight UTC.
+func TestAFormsUntilDateIsTheBudgetsOwnDay(t *testing.T) {
+	p := newFinancePage(t)
+	page := p.do(http.MethodGet, "/admin/?team=berlin/ops", "tg-cfo", true, nil).Body.String()
+	form := url.Values{"org": {"berlin"}, "team": {"ops"}, "name": {"usd-month"}, "amount": {"$150"}, "until": {"2026-12-31"}, "csrf": {attr(t, page, `name="csrf" value`)}}
+	if rec := p.do(http.MethodPost, "/admin/ceiling", "tg-cfo", true, form); rec.Code != http.StatusSeeOther {
+		t.Fatalf("set: %d %s", rec.Code, rec.Body)
+	}
+	list, _ := p.trail.List(context.Background())
+	if len(list) != 1 || list[0].Until == nil || !list[0].Until.Equal(time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC)) {
+		t.Fatalf("audit %+v: want the change to lapse at 2026-12-31T23:00Z (midnight in Berlin)", list)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -83,7 +84,9 @@ func (a *API) statement(c echo.Context) error {
 			st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, monthEnd)
 		}
 		for _, e := range trail {
-			if e.Action == "set_ceiling" && e.Target == l.Bucket && !e.Time.Before(monthStart) && e.Time.Before(monthEnd) {
+			ceiling := e.Action == "set_ceiling" && e.Target == l.Bucket
+			reset := e.Action == "reset_period" && strings.HasPrefix(e.Target, l.Bucket+":")
+			if (ceiling || reset) && !e.Time.Before(monthStart) && e.Time.Before(monthEnd) {
 				e.Who = "" // a statement says what changed, not who changed it
 				st.Changes = append(st.Changes, e)
 			}
@@ -124,6 +127,15 @@ func statementCSV(c echo.Context, st Statement) error {
 		line("key", r.Group["key"], r)
 	}
 	line("total", "", st.Total)
+	for _, e := range st.Changes {
+		if e.Action == "reset_period" { // spend started over: the month's total is more than one ceiling may allow
+			old, _ := e.Old.(int64)
+			if f, ok := e.Old.(float64); ok {
+				old = int64(f)
+			}
+			_ = cw.Write([]string{st.Month, cell(st.Org), cell(st.Team), "period_reset", e.Time.UTC().Format(time.RFC3339) + " " + cell(e.Reason), "", "", "", "", strconv.FormatInt(old, 10), budget.Money(old).Decimal()})
+		}
+	}
 	if st.Ceiling > 0 {
 		_ = cw.Write(slices.Concat([]string{st.Month, st.Org, st.Team, "ceiling", "in force at month end"}, []string{"", "", "", "", strconv.FormatInt(st.Ceiling, 10), budget.Money(st.Ceiling).Decimal()}))
 	}

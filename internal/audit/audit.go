@@ -31,6 +31,9 @@ type Entry struct {
 	New    any       `json:"new"`
 	// Until is when a temporary change lapses; nil for a permanent one.
 	Until *time.Time `json:"until,omitempty"`
+	// Reason is why, in the words of who made the change (required for
+	// a period reset).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Log is an append-only trail of changes.

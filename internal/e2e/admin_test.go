@@ -267,8 +267,16 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 	if got := chat(); got != 200 {
 		t.Fatalf("k1 after its key budget was restored: %d", got)
 	}
-	// Starting ml's month over: audited with the spend it had.
-	status, body = adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`)
+	// Starting ml's month over lets it spend a second ceiling's worth:
+	// refused unconfirmed, or without a reason; then audited with the
+	// spend it had and the reason.
+	for _, req := range []string{`{"org":"acme","team":"ml","name":"usd-month"}`, `{"org":"acme","team":"ml","name":"usd-month","confirm":true}`,
+		`{"org":"acme","team":"ml","name":"usd-month","reason":"billing mistake"}`} {
+		if status, body := adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, req); status != 409 || !strings.Contains(body, `"confirmation_required"`) {
+			t.Fatalf("reset %s: %d %s", req, status, body)
+		}
+	}
+	status, body = adminCall(t, "POST", url+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month","confirm":true,"reason":"billing mistake"}`)
 	var reset struct {
 		Period      string `json:"period"`
 		SpentBefore int64  `json:"spent_before"`
@@ -277,7 +285,7 @@ func TestAdminRolesReportsAndCeilings(t *testing.T) {
 		t.Fatalf("reset: %d %s", status, body)
 	}
 	_, audit := adminCall(t, "GET", url+"/admin/v1/audit", adminToken, "")
-	if !strings.Contains(audit, `"action":"reset_period","target":"team:acme/ml:usd-month:`+reset.Period+`","old":`+strconv.FormatInt(reset.SpentBefore, 10)+`,"new":0`) {
+	if !strings.Contains(audit, `"action":"reset_period","target":"team:acme/ml:usd-month:`+reset.Period+`","old":`+strconv.FormatInt(reset.SpentBefore, 10)+`,"new":0,"reason":"billing mistake"`) {
 		t.Fatalf("the reset is not in the audit trail: %s", audit)
 	}
 	if !strings.Contains(audit, `"who":"cfo"`) || !strings.Contains(audit, `"old":10000000`) || !strings.Contains(audit, `"new":1`) ||

@@ -478,7 +478,7 @@ func TestThresholdAlertsFireOnceAcrossInstances(t *testing.T) {
 	want(1)
 	// Finance starts the month over: as spend climbs again, each threshold
 	// fires once more, still once across the four instances.
-	if status, body := adminCall(t, "POST", h.urls[2]+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month"}`); status != 200 {
+	if status, body := adminCall(t, "POST", h.urls[2]+"/admin/v1/ceilings/reset", financeToken, `{"org":"acme","team":"ml","name":"usd-month","confirm":true,"reason":"test"}`); status != 200 {
 		t.Fatalf("reset: %d %s", status, body)
 	}
 	load()

@@ -13,9 +13,11 @@ import (
 // figures the page shows.
 type Forecast struct {
 	Spent   int64 // µ$ spent from the month's start to Now
-	Ceiling int64 // µ$ in force; 0: none
-	Elapsed int64 // seconds of the month gone
-	Length  int64 // seconds in the month
+	Ceiling int64 // µ$ in force, if HasCeiling (0 is a frozen budget's)
+	// HasCeiling says the team has a monthly dollar budget.
+	HasCeiling bool
+	Elapsed    int64 // seconds of the month gone
+	Length     int64 // seconds in the month
 	// Projected is Spent × Length / Elapsed (rounded down): the month's
 	// spend if the burn rate so far goes on.
 	Projected int64
@@ -35,17 +37,19 @@ func (f Forecast) PerDay() int64 {
 	return mulDiv(f.Spent, 86400, f.Elapsed, false)
 }
 
-// forecast runs spent (from start to now) on to end, against ceiling.
+// forecast runs spent (from start to now) on to end, against ceiling
+// (negative: none; 0, a frozen budget, is one).
 func forecast(spent, ceiling int64, start, end, now time.Time) Forecast {
-	f := Forecast{Spent: spent, Ceiling: ceiling, Elapsed: int64(now.Sub(start) / time.Second), Length: int64(end.Sub(start) / time.Second), Now: now}
+	f := Forecast{Spent: spent, Ceiling: max(ceiling, 0), HasCeiling: ceiling >= 0, Elapsed: int64(now.Sub(start) / time.Second), Length: int64(end.Sub(start) / time.Second), Now: now}
 	if f.Elapsed <= 0 {
 		return f
 	}
 	f.Projected = mulDiv(spent, f.Length, f.Elapsed, false)
 	switch {
-	case ceiling <= 0 || spent <= 0:
-	case spent >= ceiling:
+	case ceiling < 0: // none
+	case spent >= ceiling && (spent > 0 || ceiling == 0): // a frozen budget is reached
 		f.Reached = true
+	case spent <= 0:
 	default:
 		at := start.Add(time.Duration(mulDiv(f.Elapsed, ceiling, spent, true)) * time.Second)
 		if at.Before(end) {

@@ -69,11 +69,13 @@ type teamRow struct {
 	Org, Team string
 	Spent     int64
 	// Ceiling is the team's monthly dollar budget as in force at the
-	// month's end (now, for this month); 0: none. FromAudit: it differs
-	// from today's.
-	Ceiling   int64
-	FromAudit bool
-	Forecast  *Forecast
+	// month's end (now, for this month), if HasCeiling: a team frozen at
+	// $0 has a ceiling of 0, which is not none. FromAudit: it differs from
+	// today's.
+	Ceiling    int64
+	HasCeiling bool
+	FromAudit  bool
+	Forecast   *Forecast
 }
 
 // budgetRow is one budget on the team view, with its forms.
@@ -255,7 +257,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 				if st, err := a.engine.Peek(ctx, []budget.Limit{b}); err == nil {
 					live = st[0].Capacity
 				}
-				row.Ceiling = live
+				row.Ceiling, row.HasCeiling = live, true
 				if !current {
 					row.Ceiling = ceilingAt(trail, b.Bucket, b.Amount, asOf)
 					row.FromAudit = row.Ceiling != live
@@ -268,7 +270,7 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 			if current && row.Forecast == nil {
 				loc, _ := policy.OrgLocation(a.config(), o)
 				ms := time.Date(asOf.In(loc).Year(), asOf.In(loc).Month(), 1, 0, 0, 0, 0, loc)
-				f := forecast(row.Spent, 0, ms, ms.AddDate(0, 1, 0), asOf)
+				f := forecast(row.Spent, -1, ms, ms.AddDate(0, 1, 0), asOf)
 				row.Forecast = &f
 			}
 			rows = append(rows, row)

@@ -316,6 +316,30 @@ func TestAFormsUntilDateIsTheBudgetsOwnDay(t *testing.T) {
 	}
 }
 
+// A team frozen at $0 shows a ceiling of $0.00, frozen, and its spend as
+// over it — not "no ceiling" beside the money it spent.
+func TestAFrozenTeamIsShownFrozen(t *testing.T) {
+	p := newFinancePage(t)
+	req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(`{"org":"acme","team":"ml","name":"usd-month","amount":"$0","confirm":true}`))
+	req.Header.Set("Authorization", "Bearer tg-cfo")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	p.e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("freeze: %d %s", rec.Code, rec.Body)
+	}
+	page := p.do(http.MethodGet, "/admin/", "tg-cfo", true, nil).Body.String()
+	i := strings.Index(page, `data-team="acme/ml"`)
+	if i < 0 {
+		t.Fatalf("no ml row:\n%s", page)
+	}
+	row := page[i:]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, `data-ceiling-micros="0"`) || !strings.Contains(row, "$0.00") || !strings.Contains(row, "frozen") || !strings.Contains(row, "over") || strings.Contains(row, "—") {
+		t.Fatalf("the frozen team's row:\n%s", row)
+	}
+}
+
 // GET /admin/v1/refused-keys lists the sketch's top, n at most.
 func TestRefusedKeysEndpoint(t *testing.T) {
 	c, err := config.Parse([]byte(`

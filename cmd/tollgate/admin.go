@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,9 +26,17 @@ import (
 // adminFlags are the flags every admin subcommand shares.
 func adminFlags(fs *flag.FlagSet) (base, token *string) {
 	base = fs.String("url", envOr("TOLLGATE_URL", "http://127.0.0.1:8080"), "gateway address (env TOLLGATE_URL)")
-	token = fs.String("token", os.Getenv("TOLLGATE_ADMIN_TOKEN"), "admin token (env TOLLGATE_ADMIN_TOKEN)")
-	return base, token
+	t := &secret{v: os.Getenv("TOLLGATE_ADMIN_TOKEN")}
+	fs.Var(t, "token", "admin token (default: env TOLLGATE_ADMIN_TOKEN)")
+	return base, &t.v
 }
+
+// secret is a flag whose value -h never prints: its default comes from
+// the environment, and help text goes to terminals and CI logs.
+type secret struct{ v string }
+
+func (s *secret) String() string     { return "" }
+func (s *secret) Set(v string) error { s.v = v; return nil }
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -132,20 +141,51 @@ func report(args []string, stdout io.Writer) error {
 		header[i] = strings.ToUpper(header[i])
 	}
 	rows := [][]string{header}
-	var total budget.Money
-	for _, r := range rep.Rows {
+	micros := make([]int64, len(rep.Rows))
+	for i, r := range rep.Rows {
+		micros[i] = int64(r.USDMicros)
+	}
+	cents, total := centsThatAddUp(micros)
+	for i, r := range rep.Rows {
 		row := make([]string, 0, len(header))
 		for _, d := range rep.By {
 			row = append(row, r.Group[d])
 		}
 		rows = append(rows, append(row, strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10),
-			strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.OutputTokens, 10), r.USDMicros.Cents()))
-		total += r.USDMicros
+			strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.OutputTokens, 10), budget.Money(cents[i]*10_000).Dollars()))
 	}
 	foot := make([]string, len(header))
-	foot[0], foot[len(foot)-1] = "TOTAL", total.Cents()
+	foot[0], foot[len(foot)-1] = "TOTAL", budget.Money(total*10_000).Dollars()
 	rows = append(rows, foot)
 	return writeTable(stdout, rows, len(rep.By))
+}
+
+// centsThatAddUp rounds amounts (µ$, not negative) to cents so that the
+// rows add up to their total as printed: the total rounded half up, each
+// row rounded down, and the cents left over given to the rows that lost
+// the most (largest remainder). Rows rounded each on its own printed
+// $4.21 beside a total of $4.34.
+func centsThatAddUp(micros []int64) (rows []int64, total int64) {
+	var sum int64
+	rows = make([]int64, len(micros))
+	for i, m := range micros {
+		sum += m
+		rows[i] = m / 10_000
+	}
+	total = (sum + 5_000) / 10_000
+	left := total
+	for _, c := range rows {
+		left -= c
+	}
+	order := make([]int, len(micros))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(micros[b]%10_000, micros[a]%10_000) })
+	for _, i := range order[:min(int(max(left, 0)), len(order))] {
+		rows[i]++
+	}
+	return rows, total
 }
 
 // graphic is s with its non-graphic characters escaped as Go does.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,39 @@ TOTAL                       $9.00
 `
 	if b.String() != want || strings.Count(b.String(), "\n") != 3 {
 		t.Fatalf("got\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// Printed cents add up to the printed total: three rows of $1.404 each
+// are $4.21 and a total of $4.21, not three $1.40 beside $4.21; the cent
+// left over goes to the row that lost the most.
+func TestCentsAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		micros []int64
+		rows   []int64
+		total  int64
+	}{
+		{[]int64{1_404_000, 1_404_000, 1_404_000}, []int64{141, 140, 140}, 421},
+		{[]int64{5_000, 5_000, 5_000}, []int64{1, 1, 0}, 2},
+		{[]int64{1_234_567, 0, 99}, []int64{123, 0, 0}, 123},
+		{nil, []int64{}, 0},
+	} {
+		rows, total := centsThatAddUp(tc.micros)
+		var sum int64
+		for _, c := range rows {
+			sum += c
+		}
+		if !slices.Equal(rows, tc.rows) || total != tc.total || sum != total {
+			t.Errorf("%v: rows %v total %d, want %v %d", tc.micros, rows, total, tc.rows, tc.total)
+		}
+	}
+}
+
+// The admin token from the environment is never printed by -h.
+func TestHelpDoesNotPrintTheToken(t *testing.T) {
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "tg-admin-secret-1234")
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"report", "-h"}, &out, &out); code != 0 || strings.Contains(out.String(), "tg-admin-secret-1234") || !strings.Contains(out.String(), "TOLLGATE_ADMIN_TOKEN") {
+		t.Fatalf("report -h: %d\n%s", code, out.String())
 	}
 }

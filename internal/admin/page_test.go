@@ -340,6 +340,16 @@ func TestAFrozenTeamIsShownFrozen(t *testing.T) {
 	}
 }
 
+// The page is laid out for the width it is read at: a phone gets the
+// page at its own width (a viewport), wide tables scrolling inside it.
+func TestThePageHasAViewport(t *testing.T) {
+	p := newFinancePage(t)
+	page := p.do(http.MethodGet, "/admin/", "tg-cfo", true, nil).Body.String()
+	if !strings.Contains(page, `<meta name="viewport" content="width=device-width, initial-scale=1">`) || !strings.Contains(page, "@media (max-width:700px)") {
+		t.Fatal("the page has no viewport for phones")
+	}
+}
+
 // GET /admin/v1/refused-keys lists the sketch's top, n at most.
 func TestRefusedKeysEndpoint(t *testing.T) {
 	c, err := config.Parse([]byte(`

@@ -63,8 +63,12 @@ type state struct {
 	inflight map[string]*int64
 	open     map[string]openReservation
 	closed   map[string]closedReservation
-	override map[string]int64               // run-time ceiling overrides by bucket
-	until    map[string]int64               // their expiries (unix µs), if they have one
+	override map[string]int64 // run-time ceiling overrides by bucket
+	until    map[string]int64 // their expiries (unix µs), if they have one
+	// previous are, for a temporary override, the run-time changes in
+	// force before it, latest first, that come back as it lapses (a
+	// permanent one ends the list).
+	previous map[string][]overrideStep
 	logs     map[string]map[string][2]int64 // sliding logs: bucket → reservation id → (at µs, amount)
 	claims   map[string]int64               // claims (partition/name) → until (unix µs)
 	counts   map[string]counter             // counters (partition/name)
@@ -82,6 +86,7 @@ func newState() state {
 		closed:   map[string]closedReservation{},
 		override: map[string]int64{},
 		until:    map[string]int64{},
+		previous: map[string][]overrideStep{},
 		logs:     map[string]map[string][2]int64{},
 		claims:   map[string]int64{},
 		counts:   map[string]counter{},
@@ -158,11 +163,35 @@ func (s *state) SetLogEntry(b, id string, at, amount int64) {
 }
 
 func (s *state) CeilingOverride(b string, now int64) (int64, bool) {
-	v, ok := s.override[b]
-	if u, temporary := s.until[b]; ok && temporary && now >= u {
-		return 0, false
-	}
+	v, _, ok := s.effective(b, now)
 	return v, ok
+}
+
+// overrideStep is a run-time ceiling change: its amount, and when it
+// lapses (unix µs; 0: permanent).
+type overrideStep struct {
+	Amount int64 `json:"amount"`
+	Until  int64 `json:"until,omitempty"`
+}
+
+// effective is the run-time ceiling of b in force at now, and when it
+// lapses (0: never): the latest change, or as it lapses the one before
+// it that still lasts.
+func (s *state) effective(b string, now int64) (amount, until int64, ok bool) {
+	v, set := s.override[b]
+	if !set {
+		return 0, 0, false
+	}
+	u, temporary := s.until[b]
+	if !temporary || now < u {
+		return v, u, true
+	}
+	for _, p := range s.previous[b] {
+		if p.Until == 0 || now < p.Until {
+			return p.Amount, p.Until, true
+		}
+	}
+	return 0, 0, false
 }
 
 // SetInFlight keeps a count of 0 in the map (a sweep drops it): deleting
@@ -383,16 +412,39 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 // SetCeiling implements budget.Admin. The embedded store has one
 // partition space; partition is ignored.
 func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
+	now := s.now().UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.state.until, bucket)
+	st := &s.state
+	var previous []overrideStep
+	if !until.IsZero() && amount >= 0 {
+		// What is in force now comes back when this lapses: the change
+		// in force and the ones it would lapse to, up to a permanent one.
+		if v, u, ok := st.effective(bucket, now); ok {
+			previous = append(previous, overrideStep{v, u})
+			for _, p := range st.previous[bucket] {
+				if u == 0 {
+					break
+				}
+				if p.Until == 0 || p.Until > u {
+					previous = append(previous, p)
+					u = p.Until
+				}
+			}
+		}
+	}
+	delete(st.until, bucket)
+	delete(st.previous, bucket)
 	if amount < 0 {
-		delete(s.state.override, bucket)
+		delete(st.override, bucket)
 		return nil
 	}
-	s.state.override[bucket] = amount
+	st.override[bucket] = amount
 	if !until.IsZero() {
-		s.state.until[bucket] = until.UnixMicro()
+		st.until[bucket] = until.UnixMicro()
+		if len(previous) > 0 {
+			st.previous[bucket] = previous
+		}
 	}
 	return nil
 }
@@ -402,9 +454,9 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	now := s.now().UnixMicro()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	amount, ok := s.state.CeilingOverride(bucket, now)
+	amount, u, ok := s.state.effective(bucket, now)
 	var until time.Time
-	if u, temporary := s.state.until[bucket]; ok && temporary {
+	if ok && u != 0 {
 		until = time.UnixMicro(u)
 	}
 	return amount, until, ok, nil

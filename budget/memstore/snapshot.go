@@ -28,6 +28,7 @@ type snapshotFile struct {
 	Closed   map[string]closedReservation   `json:"closed"`
 	Override map[string]int64               `json:"ceiling_overrides,omitempty"`
 	Until    map[string]int64               `json:"ceiling_override_expiries,omitempty"`
+	Previous map[string][]overrideStep      `json:"ceiling_overrides_previous,omitempty"`
 	Logs     map[string]map[string][2]int64 `json:"sliding_logs,omitempty"`
 	Claims   map[string]int64               `json:"claims,omitempty"`
 	Counts   map[string]counter             `json:"counters,omitempty"`
@@ -57,6 +58,7 @@ func (s *Store) Snapshot() error {
 		Closed:   s.state.closed,
 		Override: s.state.override,
 		Until:    s.state.until,
+		Previous: s.state.previous,
 		Logs:     s.state.logs,
 		Claims:   s.state.claims,
 		Counts:   s.state.counts,
@@ -104,6 +106,9 @@ func (s *Store) load() error {
 	}
 	for k, v := range f.Closed {
 		st.closed[k] = v
+	}
+	for k, v := range f.Previous {
+		st.previous[k] = v
 	}
 	for k, v := range f.Override {
 		st.override[k] = v

@@ -13,23 +13,22 @@ import (
 	"github.com/tollgate-dev/tollgate/budget"
 )
 
-// SetCeiling implements budget.Admin: one HSET (or HDEL) that every
-// instance's next reservation reads in its script. A temporary override is
-// kept as "amount@until" (unix µs); the scripts ignore it from until on, by
-// the same clock they charge periods with.
+// SetCeiling implements budget.Admin: one script (setceiling.lua) that
+// writes the hash field every instance's next reservation reads. A
+// temporary override is kept as "amount@until" (unix µs), followed by what
+// it lapses to; the scripts read the first still in force, by the same
+// clock they charge periods with.
 func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	key := s.tag(partition) + "ceilings"
 	cmd := s.rdb.(redis.Cmdable)
+	var u int64
+	if !until.IsZero() {
+		u = until.UnixMicro()
+	}
 	err := s.do(func() error {
-		if amount < 0 {
-			return cmd.HDel(ctx, key, bucket).Err()
-		}
-		if until.IsZero() {
-			return cmd.HSet(ctx, key, bucket, amount).Err()
-		}
-		return cmd.HSet(ctx, key, bucket, strconv.FormatInt(amount, 10)+"@"+strconv.FormatInt(until.UnixMicro(), 10)).Err()
+		return ceilingScript.Run(ctx, cmd, []string{key}, bucket, amount, u, s.nowArg()).Err()
 	})
 	if err != nil {
 		return unavailable("setting a ceiling", err)
@@ -63,21 +62,24 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 	if v == "" {
 		return 0, time.Time{}, false, nil
 	}
-	a, u, temporary := strings.Cut(v, "@")
-	amount, err := strconv.ParseInt(a, 10, 64)
-	if err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
-	}
-	if !temporary {
-		return amount, time.Time{}, true, nil
-	}
-	us, err := strconv.ParseInt(u, 10, 64)
-	if err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
-	}
+	// As override.lua reads it: the first change still in force.
 	now := s.now()
-	if until := time.UnixMicro(us); now.Before(until) {
-		return amount, until, true, nil
+	for _, step := range strings.Split(v, ";") {
+		a, u, temporary := strings.Cut(step, "@")
+		amount, err := strconv.ParseInt(a, 10, 64)
+		if err != nil {
+			return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
+		}
+		if !temporary {
+			return amount, time.Time{}, true, nil
+		}
+		us, err := strconv.ParseInt(u, 10, 64)
+		if err != nil {
+			return 0, time.Time{}, false, fmt.Errorf("redisstore: ceiling of %s: bad value %q", bucket, v)
+		}
+		if until := time.UnixMicro(us); now.Before(until) {
+			return amount, until, true, nil
+		}
 	}
 	return 0, time.Time{}, false, nil
 }

@@ -122,11 +122,11 @@ for i = 1, n do
     local v = redis.call("HMGET", key, "spent", "pending")
     local fresh = not v[1] and not v[2]
     spent, pending = tonumber(v[1] or "0"), tonumber(v[2] or "0")
-    local o = nameOf[i] and override(meta[nameOf[i]], now)
+    local o, ou
+    if nameOf[i] then o, ou = override(meta[nameOf[i]], now) end
     local cap = op.cap
     if o then
-      ovr, cap = o, o
-      untl = tonumber(string.match(meta[nameOf[i]], "@(%d+)$") or "0")
+      ovr, cap, untl = o, o, ou
     end
     if op.spend > 0 then
       local dec = math.min(op.spend, g)

@@ -52,6 +52,8 @@ var (
 	resetLua string
 	//go:embed raise.lua
 	raiseLua string
+	//go:embed setceiling.lua
+	setCeilingLua string
 
 	reserveScript = redis.NewScript(kindsLua + overrideLua + reserveLua)
 	settleScript  = redis.NewScript(kindsLua + settleLua)
@@ -61,6 +63,7 @@ var (
 	paceScript    = redis.NewScript(paceLua)
 	resetScript   = redis.NewScript(resetLua)
 	raiseScript   = redis.NewScript(raiseLua)
+	ceilingScript = redis.NewScript(setCeilingLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's

@@ -101,6 +101,77 @@ func temporaryCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	}
 }
 
+// temporaryOverAnOverride: a temporary change made over another run-time
+// change lapses to that one, not to the configured amount — a permanent
+// $300 comes back as $300 after a one-week $500, a frozen team is frozen
+// again after a one-off top-up, and temporary changes nest, the later
+// lapsing to the earlier while that one lasts. A permanent change or a
+// reset ends the history.
+func temporaryOverAnOverride(t *testing.T, s budget.Backend, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	capacity := func(want budget.Money, when string) {
+		t.Helper()
+		st, err := s.Peek(ctx, []budget.Limit{team})
+		if err != nil || st[0].Capacity != int64(want) {
+			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
+		}
+		if a, _, ok, err := s.Override(ctx, team.Partition, team.Bucket); err != nil || !ok || a != int64(want) {
+			t.Fatalf("%s: override %d %v %v, want %d", when, a, ok, err, want)
+		}
+	}
+	set := func(amount budget.Money, d time.Duration) {
+		t.Helper()
+		var until time.Time
+		if d > 0 {
+			until = c.Now().Add(d)
+		}
+		if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(amount), until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(300*budget.Dollar, 0)
+	set(500*budget.Dollar, time.Hour)
+	capacity(500*budget.Dollar, "during the top-up")
+	c.Advance(time.Hour)
+	capacity(300*budget.Dollar, "after the top-up over a permanent $300")
+
+	set(0, 0) // frozen
+	set(5*budget.Dollar, time.Hour)
+	capacity(5*budget.Dollar, "during a one-off top-up of a frozen team")
+	mustReserve(t, s, "a", usd(2*budget.Dollar), team)
+	mustSettle(t, s, "a", usd(2*budget.Dollar), budget.Settled)
+	c.Advance(time.Hour)
+	capacity(0, "after the top-up of a frozen team")
+	if _, _, err := reserve(t, s, "b", time.Minute, usd(1), team); !errors.Is(err, budget.ErrExhausted) {
+		t.Fatalf("a frozen team, its top-up lapsed: err = %v", err)
+	}
+
+	set(40*budget.Dollar, 0)
+	set(50*budget.Dollar, 2*time.Hour)
+	set(60*budget.Dollar, time.Hour)
+	capacity(60*budget.Dollar, "the later of two temporary changes")
+	c.Advance(time.Hour)
+	capacity(50*budget.Dollar, "the later lapsed: the earlier, still in force")
+	if _, u, _, _ := s.Override(ctx, team.Partition, team.Bucket); !u.Equal(c.Now().Add(time.Hour)) {
+		t.Fatalf("the earlier change's expiry: %s", u)
+	}
+	c.Advance(time.Hour)
+	capacity(40*budget.Dollar, "both lapsed: the permanent $40")
+
+	set(70*budget.Dollar, time.Hour)
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, -1, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(2 * time.Hour)
+	if st, err := s.Peek(ctx, []budget.Limit{team}); err != nil || st[0].Capacity != int64(10*budget.Dollar) {
+		t.Fatalf("after a reset to the configured amount: %+v %v", st, err)
+	}
+	set(80*budget.Dollar, time.Hour)
+	set(90*budget.Dollar, 0) // permanent: nothing comes back after it
+	c.Advance(2 * time.Hour)
+	capacity(90*budget.Dollar, "a permanent change over a temporary one")
+}
+
 func runtimeCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)

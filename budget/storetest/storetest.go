@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"a ceiling set at run time applies to the next reservation", runtimeCeiling},
 		{"spend past the ceiling is reported as it is", spendPastTheCeiling},
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
+		{"a temporary change lapses to what was in force before it", temporaryOverAnOverride},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"raising a period's spend never lowers it", raiseSpent},
 		{"a meter counts settled and swept spend and never refuses", meters},

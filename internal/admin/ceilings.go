@@ -20,7 +20,9 @@ import (
 // ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (an
 // org's, without team; a key's, with key) by name, its new amount — µ$ or "$1200" — or
 // "reset" to go back to the configured one — for good, or until an RFC 3339
-// time or for a duration ("72h"), after which the configured amount is back.
+// time or for a duration ("72h"), after which what was in force before it
+// is back (an earlier run-time change still lasting, else the configured
+// amount).
 type ceilingChange struct {
 	Org    string `json:"org"`
 	Team   string `json:"team"`

@@ -70,35 +70,56 @@ func mulDiv(a, b, c int64, up bool) int64 {
 }
 
 // ceilingAt is the amount budget bucket had in force at t, read from the
-// audit trail (oldest first): the last change before t — unless it was
-// temporary and had lapsed, which puts back the configured amount —; with
+// audit trail (oldest first) as the store keeps it: the changes before t
+// replayed — a permanent one replaces what was set, a temporary one is in
+// force until it lapses and then gives way to what was in force before it
+// (an earlier change still lasting, else the configured amount) —; with
 // no change before t, what the first later change replaced; with none at
 // all, configured. November shows November's ceiling, not today's.
 func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time) int64 {
-	var last *auditEntry
+	type step struct {
+		amount int64
+		until  *time.Time
+	}
+	var chain []step // latest first
+	seen := false
 	for i := range trail {
 		e := &trail[i]
 		if e.Action != "set_ceiling" || e.Target != bucket {
 			continue
 		}
 		if !e.Time.Before(t) {
-			if last == nil {
+			if !seen {
 				if v, ok := amountOf(e.Old); ok {
 					return v
 				}
 			}
 			break
 		}
-		last = e
+		seen = true
+		v, ok := amountOf(e.New)
+		if !ok {
+			continue
+		}
+		if e.Until == nil {
+			chain = []step{{v, nil}}
+			continue
+		}
+		kept := []step{{v, e.Until}}
+		for _, s := range chain {
+			if s.until == nil || s.until.After(e.Time) {
+				kept = append(kept, s)
+				if s.until == nil {
+					break
+				}
+			}
+		}
+		chain = kept
 	}
-	if last == nil {
-		return configured
-	}
-	if last.Until != nil && !last.Until.After(t) {
-		return configured
-	}
-	if v, ok := amountOf(last.New); ok {
-		return v
+	for _, s := range chain {
+		if s.until == nil || s.until.After(t) {
+			return s.amount
+		}
 	}
 	return configured
 }

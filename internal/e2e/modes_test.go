@@ -140,3 +140,69 @@ orgs:
 		}
 	}
 }
+
+// Anthropic bills the speed a request ran at: a fast request its model
+// runs at standard speed (fast mode gone or full) reports usage.speed
+// "standard" and is billed standard rates. It is reserved at the fast
+// multiple and charged at standard, the rule on what the usage reports —
+// in whole answers and in streams, on the embedded store and on Redis.
+func TestAFastRequestServedAtStandardSpeedIsChargedStandard(t *testing.T) {
+	for _, store := range chargeStores {
+		t.Run(store, func(t *testing.T) {
+			sim, err := simulated.New(simulated.Options{APIKey: "k", StandardSpeed: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := httptest.NewServer(sim)
+			t.Cleanup(up.Close)
+			src := `
+upstreams:
+  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-fast]}
+models:
+  claude-fast: {input: "$3", output: "$15", max_output_tokens: 8000, fast_mode: 6, inference_geo_us: 1.1}
+orgs:
+  - id: acme
+    teams:
+      - id: ml
+        limits: [{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}]
+        keys: [{id: k1, hash: "` + policy.HashKey(testKey) + `"}]
+`
+			r := serveOn(t, store, src)
+			c := anthropic.NewClient(option.WithBaseURL(r.urls[0]+"/"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+			fast := []option.RequestOption{option.WithJSONSet("speed", "fast"), option.WithHeader("anthropic-beta", "fast-mode-2026-02-01")}
+			params := anthropic.MessageNewParams{Model: "claude-fast", MaxTokens: 200,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Tell me about budgets, please."))}}
+			msg, err := c.Messages.New(context.Background(), params, fast...)
+			if err != nil || msg.Usage.Speed != "standard" {
+				t.Fatalf("%v, usage %+v", err, msg.Usage)
+			}
+			st := c.Messages.NewStreaming(context.Background(), params, append(fast, option.WithJSONSet("inference_geo", "us"))...)
+			for st.Next() {
+			}
+			if err := st.Err(); err != nil {
+				t.Fatal(err)
+			}
+			rule := func(tokens, rate int64) int64 { return (tokens*rate + 999_999) / 1_000_000 }
+			var recorded int64
+			for i, e := range r.settled(t, 2) {
+				perMille := int64(1000)
+				if i == 1 {
+					perMille = 1100 // the stream asked for, and ran in, the US
+				}
+				want := rule(e.Usage.InputTokens, 3_000_000*perMille/1000) + rule(e.Usage.OutputTokens, 15_000_000*perMille/1000)
+				if int64(e.Cost) != want || e.Usage.Estimated || e.Cost*5 > e.Reserved {
+					t.Errorf("request %d: charged %d µ$ (reserved %d at the fast multiple) for %+v; standard speed gives %d", i, e.Cost, e.Reserved, e.Usage, want)
+				}
+				recorded += int64(e.Cost)
+			}
+			billed := sim.Stats().Usage["claude-fast"]
+			truth := billed.BilledPromptTokens*3 + billed.BilledCompletionTokens*15
+			// The simulated upstream bills the region's extra tokens rounded
+			// up: 18 µ$ a request at most.
+			if truth < recorded || truth-recorded > 18*2 {
+				t.Errorf("recorded %d µ$; the upstream billed %d", recorded, truth)
+			}
+			t.Logf("%s: a fast request run at standard speed: recorded %d µ$, the upstream billed %d", store, recorded, truth)
+		})
+	}
+}

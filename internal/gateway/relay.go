@@ -409,6 +409,13 @@ func (cl *Call) reservedUsage(p *plan) budget.Usage {
 // charge is the usage p is settled at for what its upstream reported:
 // figures it left out are charged at the most they could be, and logged.
 func (g *Gateway) charge(cl *Call, p *plan, u convert.Usage) budget.Usage {
+	if p.prep.PerMille != 0 {
+		// Billed at the speed and region the answer ran at: a fast
+		// request run at standard speed is charged at standard rates.
+		if price, err := p.prep.PriceAsServed(p.dep.price, u); err == nil {
+			p.price = price
+		}
+	}
 	b := p.prep.Charge(u, p.price)
 	if len(b.Unreported) > 0 {
 		g.log.Warn("upstream's usage left figures out; charging them at the request's bound", "request_id", cl.id,

@@ -115,6 +115,10 @@ type Prepared struct {
 	// PerMille is the multiple of the list price the request bills at,
 	// in thousandths (a mode or region: Price); 0 is the list price.
 	PerMille int64
+	// fast and geo are the multiples (thousandths) of fast mode and
+	// US-only inference the request asked for, 0 where it did not;
+	// PerMille is their product.
+	fast, geo int64
 	// ClientWantsUsage is true when the client itself asked for the final
 	// usage chunk of a stream; otherwise the gateway strips it.
 	ClientWantsUsage bool

@@ -27,6 +27,10 @@ type Usage struct {
 	// server_tool_use.web_search_requests), each billed a fee.
 	WebSearches int64
 	Has         Figures
+	// Speed and Geo are the speed and region Anthropic reports the answer
+	// ran at (usage.speed: "standard" or "fast"; usage.inference_geo),
+	// which its bill follows; "" where not reported.
+	Speed, Geo string
 }
 
 // Figures is a set of usage figures.
@@ -65,6 +69,7 @@ func (u *Usage) Update(later Usage) {
 			u.Has |= f.bit
 		}
 	}
+	u.Speed, u.Geo = cmp.Or(later.Speed, u.Speed), cmp.Or(later.Geo, u.Geo)
 }
 
 // maxFigure bounds a usage figure: no request takes a trillion tokens, and
@@ -216,6 +221,18 @@ func (u *reading) read(d *jsontext.Decoder, layout map[string]map[string]Figures
 			err = u.read(d, layout, string(name))
 		case kind == '[' && bytes.HasSuffix(name, []byte("TokensDetails")):
 			err = u.modalities(d, layout[string(name)])
+		case kind == '"' && parent == "" && (string(name) == "speed" || string(name) == "inference_geo"):
+			var v []byte
+			if v, err = d.ReadValue(); err == nil {
+				var s []byte
+				if s, err = jsontext.AppendUnquote(nil, v); err == nil && len(s) <= 32 {
+					if string(name) == "speed" {
+						u.Speed = string(s)
+					} else {
+						u.Geo = string(s)
+					}
+				}
+			}
 		case kind == '0' && parent == "" && string(name) == "totalTokenCount":
 			var n int64
 			n, err = integer(d)

@@ -1,6 +1,7 @@
 package simulated
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -138,8 +139,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	n += calls
 	s.bill(req.Model, prompt+search.extra, n)
 	s.billCalls(req.Model, search.searches)
-	s.surcharge(req.Model, messagesSurcharge(body, r.Header), prompt+search.extra, n)
-	m := claudeMessage{model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, cache: cache, output: n, call: ans.call,
+	sc := messagesSurcharge(body, r.Header, s.opts.StandardSpeed)
+	s.surcharge(req.Model, sc, prompt+search.extra, n)
+	m := claudeMessage{speed: cmp.Or(sc.speed, "standard"), geo: cmp.Or(sc.geo, "global"), model: req.Model, id: fmt.Sprintf("msg_sim%016x", seed), text: ans.text, prompt: prompt, cache: cache, output: n, call: ans.call,
 		search: search, stop: map[string]string{"stop": "end_turn", "length": "max_tokens", "tool": "tool_use"}[ans.finish]}
 	if m.call != nil {
 		m.call.id = fmt.Sprintf("toolu_sim%016x", seed)
@@ -154,7 +156,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": m.id, "type": "message", "role": "assistant", "model": m.model,
 			"content": content, "stop_reason": m.stop, "stop_sequence": nil,
-			"usage": search.usage(cache.usage(prompt, n)),
+			"usage": m.modes(search.usage(cache.usage(prompt, n))),
 		})
 		return
 	}
@@ -191,6 +193,7 @@ func claudeTokens(c *tokenizer.Counter, s string) int64 {
 // claudeMessage is one generated answer of the Messages API.
 type claudeMessage struct {
 	model, id, text, stop string
+	speed, geo            string // as usage reports them: "standard" or "fast", "global" or "us"
 	prompt, output        int64
 	cache                 cacheUse
 	call                  *toolCall
@@ -204,7 +207,7 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m *claude
 	if !send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": m.id, "type": "message", "role": "assistant", "model": m.model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
-		"usage": m.cache.usage(m.prompt, 1)}}) {
+		"usage": m.modes(m.cache.usage(m.prompt, 1))}}) {
 		return
 	}
 	at := s.streamSearches(send, m)
@@ -265,6 +268,13 @@ func (s *Server) streamToolUse(send func(string, any) bool, m *claudeMessage, at
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.stop, "stop_sequence": nil},
 		"usage": m.finalUsage()})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// modes adds to u the speed and region the answer ran at, as Anthropic
+// reports them (usage.speed, usage.inference_geo).
+func (m *claudeMessage) modes(u map[string]any) map[string]any {
+	u["speed"], u["inference_geo"] = m.speed, m.geo
+	return u
 }
 
 // finalUsage is the usage of a stream's message_delta: its output, and —

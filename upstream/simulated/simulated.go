@@ -24,6 +24,10 @@ import (
 // Options configure a Server. The zero value serves o200k_base counts for
 // every model, with no latency and no key check.
 type Options struct {
+	// StandardSpeed serves Anthropic fast-mode requests at standard speed,
+	// billed at standard rates and reported so (usage.speed "standard"),
+	// as Anthropic does when a model's fast mode is gone or full.
+	StandardSpeed bool
 	// Encodings maps a model to its tiktoken encoding; others use o200k_base.
 	Encodings map[string]string
 	// Models are listed by GET /v1/models.

@@ -28,6 +28,9 @@ type surcharge struct {
 	// rejected are predicted output tokens the model did not use, which
 	// OpenAI bills as output.
 	rejected int64
+	// speed and geo are what an Anthropic answer reports it ran at
+	// (usage.speed, usage.inference_geo); "" standard and global.
+	speed, geo string
 }
 
 // chatSurcharge is an OpenAI-compatible chat's: web search options, a
@@ -119,7 +122,7 @@ func responsesSurcharge(body []byte) surcharge {
 // messagesSurcharge is a Messages request's: each server tool but the
 // web search (web fetch, code execution) called once, MCP servers, fast mode (six
 // times the price, with its beta) and a US-only region (1.1 times).
-func messagesSurcharge(body []byte, h http.Header) surcharge {
+func messagesSurcharge(body []byte, h http.Header, standard bool) surcharge {
 	var req struct {
 		Speed        string          `json:"speed"`
 		InferenceGeo string          `json:"inference_geo"`
@@ -141,11 +144,13 @@ func messagesSurcharge(body []byte, h http.Header) surcharge {
 	if present(req.MCPServers) && string(req.MCPServers) != "[]" {
 		sc.calls++
 	}
-	if req.Speed == "fast" && strings.Contains(h.Get("Anthropic-Beta"), "fast-mode") {
+	if req.Speed == "fast" && strings.Contains(h.Get("Anthropic-Beta"), "fast-mode") && !standard {
 		sc.multiplier = 6
+		sc.speed = "fast"
 	}
 	if strings.EqualFold(req.InferenceGeo, "us") {
 		sc.multiplier *= 1.1
+		sc.geo = "us"
 	}
 	return sc
 }

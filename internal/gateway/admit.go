@@ -173,9 +173,7 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 			// buckets are a share of them: not theirs to report.)
 			g.observeBudgets(cl, refused.Result)
 		}
-		g.log.Info("refused", "request_id", cl.id, "org", cl.principal.Org, "team", cl.principal.Team,
-			"key", cl.principal.Key, "model", cl.model, "limit", refused.Limit.Bucket,
-			"estimate_usd_micros", int64(cl.estimate.Cost))
+		// (The one log line of the refusal is the HTTP adapter's.)
 		if budget.IsBudgetRefusal(err) {
 			g.alerts.refused(ctx, cl, refused)
 		}

@@ -249,7 +249,7 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 		info.Held = &held
 		r.reason = "budget_held"
 		r.body = apiError{Type: "rate_limit_error", Code: "budget_held_by_requests_in_flight",
-			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s, or %s.", l.Scope, l.Name, what(st.Capacity-st.Spent), what(held), what(f.estimate), e.Result.RetryAfter.Round(time.Second), fitHint)}
+			Message: fmt.Sprintf("The %s budget %q has %s left, but requests in flight hold %s of it until they finish; this request (estimated at %s) fits once they settle: retry in %s%s.", l.Scope, l.Name, what(st.Capacity-st.Spent), what(held), what(f.estimate), r.retryAfter.Round(time.Second), heldHint(f))}
 	case errors.Is(e, budget.ErrTooLarge):
 		r.status, r.retryAfter, r.noRetry = http.StatusBadRequest, 0, true // waiting never helps
 		r.reason = "too_large_for_limit"
@@ -266,6 +266,15 @@ func mapRefused(e *budget.RefusedError, f refusalFacts) refusal {
 	}
 	r.body.Tollgate = info
 	return r
+}
+
+// heldHint is what a held budget's refusal adds after "retry in …": the
+// cap that fits now, where one does.
+func heldHint(f refusalFacts) string {
+	if f.fit > 0 && f.capField != "" {
+		return fmt.Sprintf(", or set %s to at most %d to fit now", f.capField, f.fit)
+	}
+	return ""
 }
 
 // maxHeldRetry caps a held budget's Retry-After: the AI SDK ignores one

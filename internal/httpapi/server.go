@@ -194,6 +194,9 @@ func (s *Server) logError(c echo.Context, err error, r refusal) {
 	if r.scope != "" {
 		attrs = append(attrs, slog.String("scope", r.scope), slog.String("limit", r.limit))
 	}
+	if info := r.body.Tollgate; info != nil {
+		attrs = append(attrs, slog.Int64("estimate", info.Estimate), slog.Int64("remaining", info.Remaining), slog.String("unit", info.Unit))
+	}
 	var keyed *keyedError
 	if errors.As(err, &keyed) && keyed.principal != nil {
 		attrs = append(attrs, slog.String("org", keyed.principal.Org), slog.String("team", keyed.principal.Team), slog.String("key", keyed.principal.Key))

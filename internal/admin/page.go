@@ -200,8 +200,11 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 	days := daysOf(start)
 	d.TeamChart = stacked("by-team", "Daily spend by team", days, teamDays, func(r Row) string { return r.Group["team"] })
 	d.ModelChart = stacked("by-model", "Daily spend by model", days, modelDays, func(r Row) string { return r.Group["model"] })
+	// The budgets, with their forms, are this month's: a past month's
+	// page shows what was spent against what was in force then (Teams),
+	// not today's budgets to change.
 	if d.Team == "" {
-		if d.CanEdit {
+		if d.CanEdit && d.Current {
 			for _, o := range a.config().Orgs {
 				rows, err := a.budgetRows(ctx, o.ID, "")
 				if err != nil {
@@ -213,8 +216,10 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 		return nil
 	}
 	org, team, _ := strings.Cut(d.Team, "/")
-	if d.Budgets, err = a.budgetRows(ctx, org, team); err != nil {
-		return err
+	if d.Current {
+		if d.Budgets, err = a.budgetRows(ctx, org, team); err != nil {
+			return err
+		}
 	}
 	if len(d.Teams) == 1 {
 		d.Forecast = d.Teams[0].Forecast

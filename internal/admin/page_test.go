@@ -350,6 +350,22 @@ func TestThePageHasAViewport(t *testing.T) {
 	}
 }
 
+// A past month's page shows what was spent against what was in force
+// then, without today's budgets and their forms: a change made there
+// would change this month's.
+func TestAPastMonthHasNoLiveForms(t *testing.T) {
+	p := newFinancePage(t)
+	for _, target := range []string{"/admin/?month=2026-11", "/admin/?month=2026-11&team=acme/ml"} {
+		page := p.do(http.MethodGet, target, "tg-cfo", true, nil).Body.String()
+		if strings.Contains(page, `action="/admin/ceiling"`) || strings.Contains(page, `action="/admin/reset"`) || !strings.Contains(page, `data-team="acme/ml"`) {
+			t.Errorf("%s: a past month's page with live forms, or without its teams", target)
+		}
+	}
+	if page := p.do(http.MethodGet, "/admin/?team=acme/ml", "tg-cfo", true, nil).Body.String(); !strings.Contains(page, `action="/admin/ceiling"`) {
+		t.Error("this month's page has no forms")
+	}
+}
+
 // GET /admin/v1/refused-keys lists the sketch's top, n at most.
 func TestRefusedKeysEndpoint(t *testing.T) {
 	c, err := config.Parse([]byte(`

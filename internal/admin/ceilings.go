@@ -18,7 +18,8 @@ import (
 )
 
 // ceilingChange is the body of PUT /admin/v1/ceilings: a team budget (an
-// org's, without team; a key's, with key) by name, its new amount — µ$ or "$1200" — or
+// org's, without team; a key's, with key) by name, its new amount — µ$ or
+// "$1200", or relative to the amount in force ("+$100", "-$50") — or
 // "reset" to go back to the configured one — for good, or until an RFC 3339
 // time or for a duration ("72h"), after which what was in force before it
 // is back (an earlier run-time change still lasting, else the configured
@@ -106,32 +107,47 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 	if !ok {
 		return CeilingResult{}, refuse(http.StatusNotFound, "not_found", "No such budget.")
 	}
+	old, err := a.engine.Peek(ctx, []budget.Limit{l})
+	if err != nil {
+		return CeilingResult{}, err
+	}
+	// A relative amount ("+$100", "-$50") is added to the amount in force
+	// now: a top-up without working out the figure.
+	sign, text := int64(0), req.Amount
+	if strings.HasPrefix(text, "+") || strings.HasPrefix(text, "-") {
+		sign, text = map[byte]int64{'+': 1, '-': -1}[text[0]], strings.TrimSpace(text[1:])
+	}
 	amount := int64(-1)
 	switch {
 	case req.Amount == "reset":
 	case l.Unit == budget.Microdollars:
 		// Dollars as people write them; a bare integer is refused, since
 		// "1200" meant $1,200 to whoever typed it and 1,200 µ$ here.
-		v, err := config.ParseUSD(req.Amount)
+		v, err := config.ParseUSD(text)
 		if err != nil {
 			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_amount", "amount: "+err.Error()+`; or "reset".`)
 		}
 		amount = v
 	default:
-		v, err := strconv.ParseInt(strings.ReplaceAll(req.Amount, "_", ""), 10, 64)
+		v, err := strconv.ParseInt(strings.ReplaceAll(text, "_", ""), 10, 64)
 		if err != nil || v < 0 {
 			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_amount", "amount: a "+l.Unit.String()+` budget takes a whole number, or "reset".`)
 		}
 		amount = v
 	}
+	if sign != 0 {
+		if amount = old[0].Capacity + sign*amount; amount < 0 {
+			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_amount", fmt.Sprintf("amount: %s would take %s below zero (%s in force)", req.Amount, l.Name, l.Format(old[0].Capacity)))
+		}
+	}
+	if req.Until == "period_end" {
+		// Until the budget's current period ends, on its own calendar.
+		req.Until = budget.PeriodEnd(l.Period, a.now(), l.Location).UTC().Format(time.RFC3339Nano)
+	}
 	until, ok := req.expiry(a.now())
 	until = until.Truncate(time.Microsecond) // what the stores keep, so every view shows the same instant
 	if !ok {
-		return CeilingResult{}, refuse(http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future) and for (a duration such as "72h"), and neither with "reset".`)
-	}
-	old, err := a.engine.Peek(ctx, []budget.Limit{l})
-	if err != nil {
-		return CeilingResult{}, err
+		return CeilingResult{}, refuse(http.StatusBadRequest, "bad_expiry", `Give at most one of until (RFC 3339, in the future, or "period_end") and for (a duration such as "72h"), and neither with "reset".`)
 	}
 	target := amount
 	if target < 0 {

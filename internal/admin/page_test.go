@@ -366,6 +366,32 @@ func TestAPastMonthHasNoLiveForms(t *testing.T) {
 	}
 }
 
+// Finance adds to a budget without working out the figure: "+$100" adds
+// to the amount in force, "-$50" takes from it, and until "period_end"
+// lapses as the budget's period ends (back to what was in force before).
+func TestARelativeChangeUntilThePeriodEnds(t *testing.T) {
+	p := newFinancePage(t)
+	put := func(body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tg-cfo")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		p.e.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"+$100"}`); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"old":800000000,"new":900000000`) {
+		t.Fatalf("+$100: %d %s", rec.Code, rec.Body)
+	}
+	rec := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"+$100","until":"period_end"}`)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"new":1000000000`) || !strings.Contains(rec.Body.String(), `"until":"2027-01-01T00:00:00Z"`) {
+		t.Fatalf("+$100 until the period ends: %d %s", rec.Code, rec.Body)
+	}
+	if rec := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"-$5000","confirm":true}`); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "below zero") {
+		t.Fatalf("-$5000: %d %s", rec.Code, rec.Body)
+	}
+	// (What it lapses to is the store contract's: temporaryOverAnOverride.)
+}
+
 // GET /admin/v1/refused-keys lists the sketch's top, n at most.
 func TestRefusedKeysEndpoint(t *testing.T) {
 	c, err := config.Parse([]byte(`

@@ -362,9 +362,9 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org, team, key, name := budgetFlags(fs)
-	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), or "reset"`)
+	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), signed ("+$100", "-$50") to add to the amount in force, or "reset"`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
-	until := fs.String("until", "", "a temporary change: when it lapses (RFC 3339)")
+	until := fs.String("until", "", `a temporary change: when it lapses (RFC 3339, or "period_end")`)
 	yes := fs.Bool("yes", false, "go ahead with a cut below this period's spend or by more than half")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -177,7 +177,7 @@ func TestCeilingMoneyFormatsAndConfirmation(t *testing.T) {
 	for amount, want := range map[string]string{
 		"1200": `"1200" is ambiguous: write "$1200" (or 1200 USD) for dollars, or "1200 µ$" for micro-dollars`,
 		"200":  `"200" is ambiguous`, // what a shell leaves of an unquoted $1200
-		"$12x": `"$12x"`, "-5 USD": `"-5 USD"`, "": "amount",
+		"$12x": `"$12x"`, "-$99,999": "below zero", "+": "amount", "": "amount",
 	} {
 		code, _, errOut := set(amount)
 		if code != 1 || !strings.Contains(errOut, want) {
@@ -186,6 +186,13 @@ func TestCeilingMoneyFormatsAndConfirmation(t *testing.T) {
 	}
 	if !strings.Contains(inForce(), "$1,200.50") {
 		t.Fatalf("a refused amount changed the ceiling:\n%s", inForce())
+	}
+	// A signed amount is relative to the one in force.
+	if code, out, errOut := set("-5 USD"); code != 0 || !strings.Contains(out, "$1,200.50 → $1,195.50") {
+		t.Fatalf("--amount -5 USD: %d %q %s", code, out, errOut)
+	}
+	if code, out, errOut := set("+$5"); code != 0 || !strings.Contains(out, "$1,195.50 → $1,200.50") {
+		t.Fatalf("--amount +$5: %d %q %s", code, out, errOut)
 	}
 	// By more than half: asked; within half: not.
 	code, _, errOut := set("$500")

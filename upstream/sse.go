@@ -370,13 +370,20 @@ func (m *StreamMeter) observeResponses(data []byte) error {
 		m.keep(gjson.GetBytes(data, "delta").String())
 	case "response.completed", "response.incomplete", "response.failed":
 		m.done = true
-		if raw := gjson.GetBytes(data, "response.usage"); raw.IsObject() {
-			u, err := convert.ReadUsage(convert.Responses, []byte(raw.Raw))
-			if err != nil {
-				return fmt.Errorf("upstream: stream usage: %w", err)
-			}
-			m.usage = u.WithSearches([]byte(gjson.GetBytes(data, "response.output").Raw))
+		// The response is read as a whole answer is (AnswerUsage): its last
+		// usage member, and its web searches from its output.
+		resp, ok := convert.LastMember(data, "response")
+		if !ok {
+			return nil
 		}
+		if raw, ok := convert.LastMember(resp, "usage"); !ok || raw[0] != '{' {
+			return nil
+		}
+		u, err := convert.AnswerUsage(convert.Responses, resp)
+		if err != nil {
+			return fmt.Errorf("upstream: stream usage: %w", err)
+		}
+		m.usage = u
 	}
 	return nil
 }

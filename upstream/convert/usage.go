@@ -341,7 +341,7 @@ func integer(d *jsontext.Decoder) (int64, error) {
 // cache writes are not absent: it reports no TTL breakdown, so a request
 // that asked for an hour is charged its writes at the hour's rate. Web
 // searches are reported by Anthropic's usage, and by the Responses API's
-// output (WithSearches); the gateway forwards a search to no other wire
+// output (withSearches); the gateway forwards a search to no other wire
 // (bound.Prepared.WebSearches is 0 there).
 var absent = map[Wire]Figures{
 	OpenAI:    HasCacheWrite | HasCacheWrite1h | HasWebSearches,
@@ -357,7 +357,7 @@ var absent = map[Wire]Figures{
 // answer without one, or with one that is not an object, has none.
 //
 // A Responses answer's web searches are counted from its output, as the
-// stream's are from its last event's response (WithSearches).
+// stream's are from its last event's response (withSearches).
 func AnswerUsage(w Wire, body []byte) (Usage, error) {
 	key := "usage"
 	if w == Gemini {
@@ -370,19 +370,19 @@ func AnswerUsage(w Wire, body []byte) (Usage, error) {
 	u, err := ReadUsage(w, raw)
 	if err == nil && w == Responses {
 		output, _ := LastMember(body, "output")
-		u = u.WithSearches(output)
+		u = u.withSearches(output)
 	}
 	return u, err
 }
 
-// WithSearches is u with the web searches of a Responses answer whose
+// withSearches is u with the web searches of a Responses answer whose
 // output is output: OpenAI bills each web_search_call item (whatever its
 // action: a search, a page opened, a find in a page — the dearer reading
 // of a per-call price), and reports no count of them in the usage. Where
 // output cannot be read (missing, or not an array of objects each with
 // one type), u is left without the figure, which is then charged at the
 // request's bound.
-func (u Usage) WithSearches(output []byte) Usage {
+func (u Usage) withSearches(output []byte) Usage {
 	var items []struct {
 		Type string `json:"type"`
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -40,17 +39,12 @@ func ruleCost(u budget.Usage) int64 {
 func TestCacheWritesAreChargedByTheirTTL(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			// claude-sonnet-4-5 is priced by the catalogue (its one-hour
 			// write rate included); claude-own by the config, without one.
 			src := `
 upstreams:
-  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-sonnet-4-5, claude-own]}
+  - {name: anthropic, kind: anthropic, base_url: "` + upURL + `/v1", api_key: k, models: [claude-sonnet-4-5, claude-own]}
 models:
   claude-own: {input: "$3", cached_input: "$0.30", cache_write: "$3.75", output: "$15", max_output_tokens: 8000}
 orgs:
@@ -126,7 +120,7 @@ orgs:
 				}
 			}
 			// A model with no one-hour rate refuses ttl "1h", naming it.
-			_, err = clients[0].Messages.New(context.Background(), ask("claude-own", manual, hour, "Hi.", nil))
+			_, err := clients[0].Messages.New(context.Background(), ask("claude-own", manual, hour, "Hi.", nil))
 			var apiErr *anthropic.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "cache_control.ttl") {
 				t.Fatalf("an hour's write on a model with no price for it: %v", err)

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -23,15 +22,10 @@ import (
 func TestAGeminiPromptOfDigitsIsBoundedByItsDigits(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			src := `
 upstreams:
-  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: k, models: [gemini-2.5-pro, gemini-2.5-flash, gemini-2.5-flash-lite]}
+  - {name: gemini, kind: gemini, base_url: "` + upURL + `/v1beta", api_key: k, models: [gemini-2.5-pro, gemini-2.5-flash, gemini-2.5-flash-lite]}
 models:
   gemini-2.5-flash: {token_ratio: 1.35}
   gemini-2.5-flash-lite: {token_ratio: 1.35, digit_tokens: false}

@@ -70,19 +70,14 @@ func fill(t *testing.T, dir string, free int64) string {
 // budget's: nothing acknowledged is lost.
 func TestAFullDiskStopsTheSpendItWouldLose(t *testing.T) {
 	disk := smallDisk(t, "256k")
-	sim, err := simulated.New(simulated.Options{APIKey: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	t.Cleanup(up.Close)
+	sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 	ledgerPath := filepath.Join(disk, "ledger.jsonl")
 	a := apptest.New(t, `
 ledger_path: `+ledgerPath+`
 store:
   snapshot_path: `+filepath.Join(t.TempDir(), "snapshot.json")+`
 upstreams:
-  - {name: openai, base_url: "`+up.URL+`/v1", api_key: k, models: [gpt-4o-mini]}
+  - {name: openai, base_url: "`+upURL+`/v1", api_key: k, models: [gpt-4o-mini]}
 orgs:
   - id: acme
     teams:

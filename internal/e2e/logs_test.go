@@ -47,15 +47,10 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 // on: the route, the key and team where the key was known, the status,
 // the code and the field; and every served request's line has its route.
 func TestEveryErrorIsLogged(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{APIKey: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	t.Cleanup(up.Close)
+	_, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 	src := `
 upstreams:
-  - {name: openai, base_url: "` + up.URL + `/v1", api_key: k, models: [gpt-4o-mini]}
+  - {name: openai, base_url: "` + upURL + `/v1", api_key: k, models: [gpt-4o-mini]}
 orgs:
   - id: acme
     teams:

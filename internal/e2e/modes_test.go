@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -24,15 +23,10 @@ import (
 func TestModesAreChargedAtTheirMultiple(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			src := `
 upstreams:
-  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-fast]}
+  - {name: anthropic, kind: anthropic, base_url: "` + upURL + `/v1", api_key: k, models: [claude-fast]}
 models:
   claude-fast: {input: "$3", output: "$15", max_output_tokens: 8000, fast_mode: 6, inference_geo_us: 1.1}
 orgs:
@@ -86,15 +80,10 @@ orgs:
 // bill them — the field, the beta alone, the pinned region — with 400
 // naming what was sent, before anything is reserved or forwarded.
 func TestModesWithoutTheirMultipleAreRefused(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{APIKey: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	t.Cleanup(up.Close)
+	sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 	src := `
 upstreams:
-  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-plain]}
+  - {name: anthropic, kind: anthropic, base_url: "` + upURL + `/v1", api_key: k, models: [claude-plain]}
 models:
   claude-plain: {input: "$3", output: "$15", max_output_tokens: 8000}
 orgs:
@@ -149,15 +138,10 @@ orgs:
 func TestAFastRequestServedAtStandardSpeedIsChargedStandard(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k", StandardSpeed: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k", StandardSpeed: true})
 			src := `
 upstreams:
-  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-fast]}
+  - {name: anthropic, kind: anthropic, base_url: "` + upURL + `/v1", api_key: k, models: [claude-fast]}
 models:
   claude-fast: {input: "$3", output: "$15", max_output_tokens: 8000, fast_mode: 6, inference_geo_us: 1.1}
 orgs:

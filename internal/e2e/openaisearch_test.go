@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 
@@ -63,13 +62,8 @@ func openAISearching(model string, calls int64, text string) responses.ResponseN
 func TestOpenAIWebSearchesAreChargedAsBilled(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
-			r := serveOn(t, store, openAISearchConfig(up.URL, "$100"))
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
+			r := serveOn(t, store, openAISearchConfig(upURL, "$100"))
 			var clients []openai.Client
 			for _, u := range r.urls {
 				clients = append(clients, openai.NewClient(option.WithBaseURL(u+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0)))
@@ -95,6 +89,7 @@ func TestOpenAIWebSearchesAreChargedAsBilled(t *testing.T) {
 						t.Fatalf("step %d: %v, completed %v", i, err, resp != nil)
 					}
 				} else {
+					var err error
 					if resp, err = c.Responses.New(ctx, params); err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
@@ -114,7 +109,7 @@ func TestOpenAIWebSearchesAreChargedAsBilled(t *testing.T) {
 				searches += n
 			}
 			// A model whose operator has not priced the search refuses it.
-			_, err = clients[0].Responses.New(ctx, openAISearching("gpt-4o-mini", 2, "Search."))
+			_, err := clients[0].Responses.New(ctx, openAISearching("gpt-4o-mini", 2, "Search."))
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "tools[0].type" {
 				t.Fatalf("a search on a model with no search price: %v", err)
@@ -142,14 +137,9 @@ func TestOpenAIWebSearchesAreChargedAsBilled(t *testing.T) {
 func TestOpenAIWebSearchesKeepTheCeiling(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			const ceiling = 300_000
-			r := serveOn(t, store, openAISearchConfig(up.URL, "$0.30"))
+			r := serveOn(t, store, openAISearchConfig(upURL, "$0.30"))
 			var (
 				wg              sync.WaitGroup
 				mu              sync.Mutex

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -36,16 +35,11 @@ var inputKinds = []struct{ kind, text string }{
 func TestTheDefaultBoundIsAProof(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			_, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			src := `
 upstreams:
-  - {name: anthropic, kind: anthropic, base_url: "` + up.URL + `/v1", api_key: k, models: [claude-sonnet-4-5, claude-haiku-4-5]}
-  - {name: gemini, kind: gemini, base_url: "` + up.URL + `/v1beta", api_key: k, models: [gemini-2.5-flash, gemini-2.5-flash-lite]}
+  - {name: anthropic, kind: anthropic, base_url: "` + upURL + `/v1", api_key: k, models: [claude-sonnet-4-5, claude-haiku-4-5]}
+  - {name: gemini, kind: gemini, base_url: "` + upURL + `/v1beta", api_key: k, models: [gemini-2.5-flash, gemini-2.5-flash-lite]}
 models:
   claude-haiku-4-5: {token_ratio: 1.35}
   gemini-2.5-flash-lite: {token_ratio: 1.35}

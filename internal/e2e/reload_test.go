@@ -21,19 +21,14 @@ import (
 // records — one truth, not the old ceiling shown beside the new one
 // enforced.
 func TestAReloadedCeilingIsTheOneShown(t *testing.T) {
-	sim, err := simulated.New(simulated.Options{APIKey: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := httptest.NewServer(sim)
-	t.Cleanup(up.Close)
+	_, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tollgate.yaml")
 	write := func(ceiling string) {
 		src := `
 audit_path: ` + filepath.Join(dir, "audit.jsonl") + `
 admin_tokens: [{name: root, hash: "` + policy.HashKey(adminToken) + `", role: admin}]
-upstreams: [{name: sim, base_url: "` + up.URL + `/v1", api_key: k, models: [gpt-4o-mini]}]
+upstreams: [{name: sim, base_url: "` + upURL + `/v1", api_key: k, models: [gpt-4o-mini]}]
 orgs:
   - id: acme
     teams:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -70,13 +69,8 @@ func searching(model string, maxUses int64, text string) anthropic.MessageNewPar
 func TestWebSearchesAreChargedAsBilled(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
-			r := serveOn(t, store, searchConfig(up.URL, "$100"))
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
+			r := serveOn(t, store, searchConfig(upURL, "$100"))
 			var clients []anthropic.Client
 			for _, u := range r.urls {
 				clients = append(clients, anthropic.NewClient(option.WithBaseURL(u+"/"), option.WithAPIKey(testKey), option.WithMaxRetries(0)))
@@ -117,7 +111,7 @@ func TestWebSearchesAreChargedAsBilled(t *testing.T) {
 				searches += n
 			}
 			// A model whose operator has not priced the search refuses it.
-			_, err = clients[0].Messages.New(context.Background(), searching("claude-plain", 2, "Search."))
+			_, err := clients[0].Messages.New(context.Background(), searching("claude-plain", 2, "Search."))
 			var apiErr *anthropic.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(apiErr.Error(), "tools[0].type") {
 				t.Fatalf("a search on a model with no search price: %v", err)
@@ -145,14 +139,9 @@ func TestWebSearchesAreChargedAsBilled(t *testing.T) {
 func TestWebSearchesKeepTheCeiling(t *testing.T) {
 	for _, store := range chargeStores {
 		t.Run(store, func(t *testing.T) {
-			sim, err := simulated.New(simulated.Options{APIKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			up := httptest.NewServer(sim)
-			t.Cleanup(up.Close)
+			sim, upURL := simulatedUpstream(t, simulated.Options{APIKey: "k"})
 			const ceiling = 400_000
-			r := serveOn(t, store, searchConfig(up.URL, "$0.40"))
+			r := serveOn(t, store, searchConfig(upURL, "$0.40"))
 			var (
 				wg              sync.WaitGroup
 				mu              sync.Mutex

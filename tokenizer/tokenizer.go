@@ -134,9 +134,6 @@ func (c *Counter) Estimate() *Counter {
 	return c
 }
 
-// CountsBytes reports whether c counts UTF-8 bytes (Bytes).
-func (c *Counter) CountsBytes() bool { return c.bytes }
-
 // digits is how many ASCII digits s holds.
 func digits(s string) int64 {
 	n := int64(0)

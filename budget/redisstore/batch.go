@@ -34,10 +34,16 @@ type queued struct {
 // has it; a plain Scripter sends calls one by one).
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
-// run runs settle.lua with keys and args, in the next batch. A caller
-// that has given up before is not queued; once queued, the call waits for
-// its batch (each has SettleTimeout), whose reply tells what happened.
-func (b *batcher) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
+// run runs settle.lua for partition with keys and args, in the next batch,
+// marked (marks.go): should Redis lose it, it is run again.
+func (b *batcher) run(ctx context.Context, partition string, keys []string, args []any) ([]int64, error) {
+	return b.s.marks.run(ctx, partition, settleScript, keys, args, b.enqueue, func([]int64) []any { return args })
+}
+
+// enqueue sends one framed call in the next batch. A caller that has given
+// up before is not queued; once queued, the call waits for its batch (each
+// has SettleTimeout), whose reply tells what happened.
+func (b *batcher) enqueue(ctx context.Context, keys []string, args []any) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

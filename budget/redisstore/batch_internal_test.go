@@ -20,13 +20,14 @@ func TestABatchReloadsAMissingScript(t *testing.T) {
 	}
 	var part []*queued
 	for _, id := range []string{"a/1", "a/2", "b/3"} {
-		part = append(part, &queued{keys: s.settleKeys(id), args: []any{id, s.nowArg(), int64(1000), int64(modeSettle), "", int64(0), 0}})
+		keys := append(s.settleKeys(id), s.tag(id[:1])+"ceilings")
+		part = append(part, &queued{keys: keys, args: []any{id, s.nowArg(), int64(1000), int64(modeSettle), "", int64(0), 0, s.marks.field, 0, 2000, "0"}})
 	}
 	if err := s.batch.pipeline(ctx, rdb, part); err != nil {
 		t.Fatal(err)
 	}
 	for i, q := range part {
-		if q.err != nil || len(q.raw) != 1 || settleOutcome(q.raw[0]) != settleUnknown {
+		if q.err != nil || len(q.raw) != 2 || settleOutcome(q.raw[0]) != settleUnknown {
 			t.Fatalf("call %d: reply %v, err %v; want an unknown reservation", i, q.raw, q.err)
 		}
 	}

@@ -22,7 +22,7 @@ var (
 	//go:embed lessee_expire.lua
 	lesseeExpireLua string
 
-	leaseScript        = redis.NewScript(kindsLua + overrideLua + leaseLua)
+	leaseScript        = marked(kindsLua, overrideLua, leaseLua)
 	lesseeExpireScript = redis.NewScript(kindsLua + lesseeExpireLua)
 )
 

@@ -103,6 +103,7 @@ local function fmt(x) return string.format("%.0f", x) end
 -- take from (shared among the lessees).
 local function resize(op, g, room)
   if op.target < g then return 0, g - op.target end
+  if MARK_FENCED then room = 0 end -- no new room is taken behind a fence (mark.lua)
   local taken = math.min(op.target - g, math.floor(math.max(0, room) / (lessees + 1)))
   if g + taken < op.floor then return 0, math.max(0, g - op.fallback) end
   return taken, 0

@@ -240,11 +240,7 @@ func (lz *leaser) call(ctx context.Context, partition string, epoch int64, ops [
 		args = ops[i].appendTo(args)
 	}
 	args = append(args, entries...)
-	var raw []int64
-	err := lz.s.do(func() (err error) {
-		raw, err = leaseScript.Run(ctx, lz.s.rdb, keys, args...).Int64Slice()
-		return err
-	})
+	raw, err := lz.s.marks.run(ctx, partition, leaseScript, keys, args, lz.s.send(leaseScript), func([]int64) []any { return args })
 	if err != nil {
 		if isScriptError(err) {
 			return nil, fmt.Errorf("redisstore: lease: %w", err)
@@ -254,6 +250,7 @@ func (lz *leaser) call(ctx context.Context, partition string, epoch int64, ops [
 	if len(raw) != 3+leaseReplyFields*len(ops) {
 		return nil, fmt.Errorf("redisstore: lease: reply of %d values for %d buckets", len(raw), len(ops))
 	}
+	lz.s.marks.sawEpoch(partition, raw[2])
 	return raw, nil
 }
 
@@ -357,4 +354,22 @@ func (s *Store) ReturnLeases(ctx context.Context) error {
 	}
 	s.lease.mu.Unlock()
 	return s.lease.flushAll(ctx)
+}
+
+// rebase forgets what Redis lost of partition's slices, after its budgets
+// were rebuilt from the ledger: what was flushed is in the rebuilt spend,
+// what was not is charged by the next call, and no slice is held.
+func (lz *leaser) rebase(partition string) {
+	lz.mu.Lock()
+	p := lz.part(partition)
+	lz.mu.Unlock()
+	p.call.Lock()
+	defer p.call.Unlock()
+	lz.mu.Lock()
+	defer lz.mu.Unlock()
+	for _, sl := range p.slices {
+		sl.spent -= sl.flushed
+		sl.flushed, sl.granted = 0, 0
+	}
+	p.epoch = 0
 }

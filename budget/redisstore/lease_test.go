@@ -232,21 +232,40 @@ func TestLeasedStoreFailsClosedWhenRedisStops(t *testing.T) {
 }
 
 // Redis restarted without its data while a leased store held unflushed
-// spend: its next flush sees another epoch and charges everything it ever
-// spent of the bucket, as a spooled settlement would.
+// spend: its next flush finds its write mark gone, so the org is refused
+// until it is rebuilt from the ledger (here: the flushed spend raised
+// back, as the gateway's reseed does); then the store charges what it had
+// not flushed, once.
 func TestLeasedSpendSurvivesRedisLosingItsData(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	s := leased(rdb, nil)
+	lost := make(chan string, 1)
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Partitions: []string{"acme"},
+		Leases: &redisstore.LeaseOptions{Flush: time.Hour}, OnLost: func(p string) { lost <- p }})
 	e := budget.NewEngine(s, time.Minute)
 	team := teamCeiling("acme", 100*budget.Dollar)
-	want := pairs(t, e, team, 20, 1_000)
+	flushed := pairs(t, e, team, 20, 1_000)
 	if err := s.FlushLeases(bg); err != nil {
 		t.Fatal(err)
 	}
-	want += pairs(t, e, team, 10, 1_000) // not flushed yet
+	want := flushed + pairs(t, e, team, 10, 1_000) // not flushed yet
 	srv.Kill()
 	srv.Restart() // no persistence: empty
+	if err := s.FlushLeases(bg); !errors.Is(err, redisstore.ErrPartitionLost) {
+		t.Fatalf("flush after Redis lost its data: %v, want the org refused", err)
+	}
+	if p := <-lost; p != "acme" {
+		t.Fatalf("OnLost(%q)", p)
+	}
+	if _, _, err := e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 1}); !errors.Is(err, budget.ErrStoreUnavailable) {
+		t.Fatalf("a reservation before the rebuild: %v, want the store unavailable", err)
+	}
+	if _, err := s.RaiseSpent(bg, team, flushed); err != nil { // the ledger's reseed
+		t.Fatal(err)
+	}
+	if err := s.Rebuilt(bg, "acme"); err != nil {
+		t.Fatal(err)
+	}
 	returnLeases(t, s)
 	if spent, _ := spentOf(t, rdb, "tg", team); spent != want {
 		t.Fatalf("spent %d after Redis lost its data, want all %d this instance spent", spent, want)

@@ -192,7 +192,9 @@ func TestSpoolAfterRedisLostItsData(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	sp, _ := redisstore.OpenSpool("")
-	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Spool: sp, SettleTimeout: 200 * time.Millisecond})
+	lost := make(chan string, 1)
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Spool: sp, SettleTimeout: 200 * time.Millisecond,
+		OnLost: func(p string) { lost <- p }})
 	e := budget.NewEngine(s, time.Minute)
 	l := teamCeiling("acme", 100*budget.Dollar)
 	r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: budget.Dollar})
@@ -204,6 +206,17 @@ func TestSpoolAfterRedisLostItsData(t *testing.T) {
 		t.Fatalf("settle with Redis down: %v %v", o, err)
 	}
 	srv.Restart() // no persistence: empty
+	// The store finds its write mark gone: the org waits for its rebuild
+	// from the ledger, and the settlement stays in the spool meanwhile.
+	if n, _ := sp.Replay(bg, s); n != 0 {
+		t.Fatalf("replayed %d before the org was rebuilt", n)
+	}
+	if p := <-lost; p != "acme" {
+		t.Fatalf("OnLost(%q)", p)
+	}
+	if err := s.Rebuilt(bg, "acme"); err != nil {
+		t.Fatal(err)
+	}
 	if n := replayAll(t, sp, s); n != 1 {
 		t.Fatalf("replayed %d", n)
 	}

@@ -14,7 +14,9 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,8 +57,8 @@ var (
 	//go:embed setceiling.lua
 	setCeilingLua string
 
-	reserveScript = redis.NewScript(kindsLua + overrideLua + reserveLua)
-	settleScript  = redis.NewScript(kindsLua + settleLua)
+	reserveScript = marked(kindsLua, overrideLua, reserveLua)
+	settleScript  = marked(kindsLua, settleLua)
 	extendScript  = redis.NewScript(extendLua)
 	expiredScript = redis.NewScript(expiredLua)
 	peekScript    = redis.NewScript(kindsLua + overrideLua + peekLua)
@@ -112,6 +114,23 @@ type Options struct {
 	// the settling script, and a reservation keeps its entry for the
 	// sweeper; a LedgerConsumer moves the streams to the durable ledger.
 	Ledger bool
+	// Instance names this process in Redis: its write marks (marks.go)
+	// and its lessee record (default: random).
+	Instance string
+	// ReplayWindow is how long this process keeps each call Redis
+	// acknowledged, to run it again if Redis loses it (default 10 s): a
+	// failover to a replica that lagged by less loses nothing. Past it the
+	// org is refused until OnLost's rebuild calls Rebuilt.
+	ReplayWindow time.Duration
+	// FailoverFence is how long a partition takes no new room after its
+	// node took over from another, or after an instance found Redis lost
+	// its writes (default 2 s): the time every instance has to find and
+	// replay its own lost writes (a lease flush, CheckMarks).
+	FailoverFence time.Duration
+	// OnLost is told of an org whose budget state Redis lost beyond what
+	// this process can replay; its requests are refused (fail closed)
+	// until Rebuilt. Called once per loss, from the call that found it.
+	OnLost func(partition string)
 	// Leases, when set, turn budget leases on (see LeaseOptions; the
 	// caller runs RunLeases). Nil: every request is reserved exactly, one
 	// script call to reserve and one to settle.
@@ -144,6 +163,9 @@ type Store struct {
 
 	lease *leaser // nil: exact
 	batch batcher // settlements waiting together go in one pipeline
+
+	marks      *marks // this process's write marks, and what it would replay
+	lostWrites atomic.Int64
 }
 
 // openReservation is what this process remembers of a reservation it made:
@@ -179,8 +201,20 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	if opts.BreakerTimeout <= 0 {
 		opts.BreakerTimeout = time.Second
 	}
+	if opts.Instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		opts.Instance = hex.EncodeToString(b[:])
+	}
+	if opts.ReplayWindow <= 0 {
+		opts.ReplayWindow = 10 * time.Second
+	}
+	if opts.FailoverFence <= 0 {
+		opts.FailoverFence = 2 * time.Second
+	}
 	s := &Store{rdb: rdb, opts: opts, open: map[string]openReservation{}, parts: map[string][]string{}, partitions: map[string]struct{}{}}
 	s.batch.s = s
+	s.marks = newMarks(s, opts.Instance, opts.ReplayWindow, opts.FailoverFence)
 	s.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:        "redis",
 		MaxRequests: 1,
@@ -213,7 +247,11 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		}
 	}
 	if opts.Leases != nil {
-		s.lease = newLeaser(s, *opts.Leases)
+		lo := *opts.Leases
+		if lo.Instance == "" {
+			lo.Instance = opts.Instance
+		}
+		s.lease = newLeaser(s, lo)
 	}
 	return s
 }
@@ -221,8 +259,8 @@ func New(rdb redis.Scripter, opts Options) *Store {
 // flushFor charges what this instance spent of partition's buckets, before
 // an operation that reads or rewrites the spend in Redis.
 func (s *Store) flushFor(ctx context.Context, partition string) error {
-	if s.lease == nil {
-		return nil
+	if s.lease == nil || s.marks.isLost(partition) {
+		return nil // a lost org's spend is rebuilt from the ledger; its flush waits until then
 	}
 	return s.lease.flush(ctx, partition, nil)
 }

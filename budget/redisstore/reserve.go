@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,14 +66,13 @@ func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget
 		if err != nil {
 			return budget.Result{Decider: -1}, err
 		}
-		var raw []int64
-		err = s.do(func() (err error) {
-			raw, err = reserveScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
-			return err
-		})
+		raw, err := s.marks.run(ctx, partition, reserveScript, keys, args, s.send(reserveScript), restoreArgs(args))
 		if err != nil {
 			if isScriptError(err) {
 				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: %w", err)
+			}
+			if errors.Is(err, ErrPartitionLost) {
+				return budget.Result{Decider: -1}, err // refused before the script ran
 			}
 			// The script may have run before the connection failed: the
 			// caller will refuse the request, so give back whatever was
@@ -86,9 +87,14 @@ func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget
 		if err != nil {
 			return budget.Result{Decider: -1}, err
 		}
+		if reply.epoch != 0 {
+			s.marks.sawEpoch(partition, reply.epoch)
+		}
 		switch reply.status {
 		case reserveDuplicate:
 			return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
+		case reserveFenced:
+			return budget.Result{Decider: -1}, unavailable("reserve", ErrFenced)
 		case reserveOutOfPeriod:
 			if attempt > 0 {
 				return budget.Result{Decider: -1}, fmt.Errorf("redisstore: reserve: no period contains Redis time %v", reply.now)
@@ -117,6 +123,19 @@ func (s *Store) reserveExact(ctx context.Context, r *budget.Reservation) (budget
 	}
 }
 
+// restoreArgs is what to replay of a reservation should Redis lose it: the
+// same call as a restore, if it was taken.
+func restoreArgs(args []any) func(reply []int64) []any {
+	return func(reply []int64) []any {
+		if len(reply) == 0 || reserveStatus(reply[0]) != reserveAllowed {
+			return nil // nothing taken: nothing to restore
+		}
+		again := slices.Clone(args)
+		again[5] = "1"
+		return again
+	}
+}
+
 func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([]string, []any, error) {
 	keys := make([]string, 0, 3+len(r.Debits))
 	keys = append(keys, tag+"open", tag+"leases", tag+"ceilings")
@@ -128,8 +147,8 @@ func (s *Store) reserveArgs(tag string, r *budget.Reservation, now time.Time) ([
 		}
 		entry = string(rec)
 	}
-	args := make([]any, 0, 5+debitFields*len(r.Debits))
-	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits), entry)
+	args := make([]any, 0, 6+debitFields*len(r.Debits))
+	args = append(args, r.ID, r.Lease.Microseconds(), s.nowArg(), len(r.Debits), entry, "0")
 	for i := range r.Debits {
 		d := &r.Debits[i]
 		keys = append(keys, s.bucketKey(tag, d))

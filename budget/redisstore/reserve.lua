@@ -9,6 +9,7 @@ local ALLOWED = 1
 local REFUSED = 0
 local DUPLICATE = -1
 local OUT_OF_PERIOD = -2
+local FENCED = -3
 local DEBIT_FIELDS = 8
 -- end wire (the debit kinds K_* and EPOCH_FIELD: kinds.lua)
 --
@@ -19,6 +20,9 @@ local DEBIT_FIELDS = 8
 -- ARGV[1] reservation id    ARGV[2] lease µs    ARGV[3] now µs, or "" for Redis TIME
 -- ARGV[4] number of debits n
 -- ARGV[5] the ledger entry the sweeper appends if the lease expires unsettled ("": none)
+-- ARGV[6] "1": a restore — a reservation Redis acknowledged and then lost
+--   (mark.lua) is taken again without a check, since its request was
+--   admitted and may be under way; "0" otherwise
 -- then DEBIT_FIELDS values per debit:
 --   kind (K_RATE token bucket, K_CEILING ceiling or fixed window, K_SLIDING
 --   sliding window, K_LOG sliding log, K_CONCURRENCY, K_METER: a ceiling key
@@ -43,16 +47,18 @@ local DEBIT_FIELDS = 8
 -- write: tat, spent, pending, in-flight, run-time ceiling (-1: none)}.
 -- status: ALLOWED, REFUSED, DUPLICATE (the id is open), OUT_OF_PERIOD (a
 -- ceiling's period does not contain now: the caller recomputes periods from
--- the returned now and calls again).
+-- the returned now and calls again), FENCED (the partition is behind a
+-- failover fence, mark.lua: nothing is taken; a restore still is).
 
 local n = tonumber(ARGV[4])
-if not n or n < 0 or #KEYS ~= 3 + n or #ARGV ~= 5 + DEBIT_FIELDS * n then
+if not n or n < 0 or #KEYS ~= 3 + n or #ARGV ~= 6 + DEBIT_FIELDS * n then
   return redis.error_reply("tollgate: reserve: bad argument count")
 end
 local lease = tonumber(ARGV[2])
 if not lease or lease <= 0 then
   return redis.error_reply("tollgate: reserve: bad lease")
 end
+local restore = ARGV[6] == "1"
 local now = tonumber(ARGV[3])
 if not now then
   local t = redis.call("TIME")
@@ -63,7 +69,7 @@ end
 local kinds, amounts, caps, starts, ends, names, shadows, keeps = {}, {}, {}, {}, {}, {}, {}, {}
 local metaFields, metaOf = {EPOCH_FIELD}, {}
 for i = 1, n do
-  local b = 5 + DEBIT_FIELDS * (i - 1)
+  local b = 6 + DEBIT_FIELDS * (i - 1)
   local k = ARGV[b + 1]
   kinds[i] = k
   amounts[i], caps[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
@@ -84,6 +90,9 @@ for i = 1, n do
 end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then
   return {DUPLICATE, now, 0}
+end
+if MARK_FENCED and not restore then
+  return {FENCED, now, 0}
 end
 local meta = redis.call("HMGET", KEYS[3], unpack(metaFields))
 local epoch = tonumber(meta[1])
@@ -145,7 +154,7 @@ for i = 1, n do
     flight = tonumber(redis.call("GET", key) or "0")
     if flight + amounts[i] > caps[i] then skip[i] = true end
   end -- K_METER: nothing to read or check
-  if skip[i] and not shadows[i] then allowed = false end
+  if skip[i] and not shadows[i] and not restore then allowed = false end
   tats[i] = tat
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = tat, spent, pending, flight, ovr
 end

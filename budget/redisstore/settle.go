@@ -286,7 +286,7 @@ func (s *Store) runSettle(ctx context.Context, id string, mode settleMode, call 
 			args = append(args, b)
 		}
 	}
-	raw, err := s.batch.run(ctx, s.settleKeys(id), args)
+	raw, err := s.batch.run(ctx, budget.PartitionOf(id), s.settleKeys(id), args)
 	if err != nil {
 		if isScriptError(err) {
 			return 0, fmt.Errorf("redisstore: settle: %w", err)

@@ -23,6 +23,10 @@ const (
 	sliceFields      = 10       // SLICE_FIELDS: lease arguments per bucket
 	leaseReplyFields = 7        // REPLY_FIELDS: lease reply values per bucket
 	epochField       = "!epoch" // EPOCH_FIELD: the partition's epoch in its meta hash
+
+	markLost    = -100      // MARK_LOST (mark.lua): Redis lost writes it acknowledged
+	fenceField  = "!fence"  // FENCE_FIELD (mark.lua): until when the partition is fenced (unix µs)
+	replidField = "!replid" // REPLID_FIELD (mark.lua): the replication id of the node that last wrote it
 )
 
 // reserveStatus is reserve.lua's first reply value.
@@ -33,6 +37,7 @@ const (
 	reserveRefused     reserveStatus = 0  // REFUSED
 	reserveDuplicate   reserveStatus = -1 // DUPLICATE
 	reserveOutOfPeriod reserveStatus = -2 // OUT_OF_PERIOD
+	reserveFenced      reserveStatus = -3 // FENCED
 )
 
 // settleOutcome is settle.lua's reply.

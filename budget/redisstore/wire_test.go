@@ -42,7 +42,7 @@ func TestWireMirrorsTheScripts(t *testing.T) {
 	want := map[string]map[string]string{
 		"reserve.lua": {
 			"ALLOWED": fmt.Sprint(reserveAllowed), "REFUSED": fmt.Sprint(reserveRefused),
-			"DUPLICATE": fmt.Sprint(reserveDuplicate), "OUT_OF_PERIOD": fmt.Sprint(reserveOutOfPeriod),
+			"DUPLICATE": fmt.Sprint(reserveDuplicate), "OUT_OF_PERIOD": fmt.Sprint(reserveOutOfPeriod), "FENCED": fmt.Sprint(reserveFenced),
 			"DEBIT_FIELDS": fmt.Sprint(debitFields),
 		},
 		"settle.lua": {
@@ -52,8 +52,9 @@ func TestWireMirrorsTheScripts(t *testing.T) {
 		},
 	}
 	want["kinds.lua"] = kinds
+	want["mark.lua"] = map[string]string{"MARK_LOST": fmt.Sprint(markLost), "FENCE_FIELD": fenceField, "REPLID_FIELD": replidField}
 	want["lease.lua"] = map[string]string{"SLICE_FIELDS": fmt.Sprint(sliceFields), "REPLY_FIELDS": fmt.Sprint(leaseReplyFields)}
-	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua, "kinds.lua": kindsLua, "lease.lua": leaseLua} {
+	for name, script := range map[string]string{"reserve.lua": reserveLua, "settle.lua": settleLua, "kinds.lua": kindsLua, "lease.lua": leaseLua, "mark.lua": markLua} {
 		got := wireNames(t, name, script)
 		for k, v := range want[name] {
 			if got[k] != v {

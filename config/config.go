@@ -314,6 +314,12 @@ type Redis struct {
 	// LeaseTTL is how long a dead instance's slices live before another
 	// instance charges them in full (default 10s; at least 10 × LeaseFlush).
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// ReplayWindow is how long an instance keeps each write Redis
+	// acknowledged, to write it again if Redis loses it — a failover to
+	// a replica that had not received it (default 10s). A loss older than
+	// that, or Redis restarted without its data, refuses the org until it
+	// is rebuilt from the ledger (automatic with ledger_postgres).
+	ReplayWindow time.Duration `yaml:"replay_window"`
 }
 
 // Upstream is one provider endpoint.

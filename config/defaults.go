@@ -100,6 +100,9 @@ func (c *Config) SetDefaults() {
 		if r.LeaseTTL == 0 {
 			r.LeaseTTL = 10 * time.Second
 		}
+		if r.ReplayWindow == 0 {
+			r.ReplayWindow = 10 * time.Second
+		}
 		if r.OnUnavailable == "" {
 			r.OnUnavailable = "fail_closed"
 		}

@@ -277,6 +277,9 @@ func (c *Config) validateStore(v *validator) {
 		if r.LeaseFlush < time.Millisecond || r.LeaseFlush > time.Second {
 			v.addf("store.redis.lease_flush", "want 1ms to 1s, got %v", r.LeaseFlush)
 		}
+		if r.ReplayWindow < 0 {
+			v.addf("store.redis.replay_window", "want a duration of zero (the default, 10s) or more, got %v", r.ReplayWindow)
+		}
 		if r.LeaseTTL < 10*r.LeaseFlush {
 			v.addf("store.redis.lease_ttl", "want at least 10 × lease_flush (%v), got %v", 10*r.LeaseFlush, r.LeaseTTL)
 		}

@@ -143,6 +143,14 @@ func (a *App) openStore() error {
 			Help: "Ledger entries waiting in the Redis ledger streams for PostgreSQL (all instances').",
 		}, shared.ledgerBacklog))
 	}
+	a.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_store_lost_writes_total",
+		Help: "Writes Redis acknowledged and then lost (a failover to a replica that lagged), which this instance wrote again.",
+	}, func() float64 { return float64(shared.store.LostWrites()) }))
+	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_store_orgs_lost",
+		Help: "Orgs refused (503) because Redis lost their budget state beyond what this instance could replay, until rebuilt from the ledger.",
+	}, func() float64 { return float64(len(shared.store.LostPartitions())) }))
 	a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_spool_depth",
 		Help: "Settlements waiting in the spool for the budget store.",
@@ -392,6 +400,7 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 	}
 	if a.shared != nil {
 		wg.Go(func() { a.shared.run(ctx) })
+		wg.Go(func() { a.rebuildLost(ctx) })
 	}
 	if a.keys != nil {
 		wg.Go(func() { a.gateway.RunKeyRefresh(ctx, keyRefreshInterval) })

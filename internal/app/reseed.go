@@ -148,3 +148,60 @@ func (a *App) raise(ctx context.Context, l budget.Limit, sum int64, now time.Tim
 	r.Was, r.Now = was, max(was, raise)
 	return r, nil
 }
+
+// rebuildRetry is how long a failed rebuild of lost budgets waits before
+// it is tried again.
+const rebuildRetry = 5 * time.Second
+
+// rebuildLost rebuilds from the ledger the orgs whose budget state Redis
+// lost beyond what this instance could replay (redisstore.Options.OnLost),
+// then serves them again; until then they are refused. A failed rebuild
+// is tried again every rebuildRetry.
+func (a *App) rebuildLost(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.shared.lost:
+		}
+		for {
+			err := a.rebuild(ctx)
+			if err == nil {
+				break
+			}
+			a.log.Error("rebuilding lost budgets from the ledger failed; their orgs stay refused", "err", err, "retry_in", rebuildRetry)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(rebuildRetry):
+			}
+		}
+	}
+}
+
+// rebuild raises every budget to what the ledger holds (Reseed), then
+// serves the lost orgs again. Without a ledger there is nothing to rebuild
+// from: they are served from what Redis holds, with an error in the log.
+func (a *App) rebuild(ctx context.Context) error {
+	lost := a.shared.store.LostPartitions()
+	if len(lost) == 0 {
+		return nil
+	}
+	if a.shared.pg == nil {
+		a.log.Error("Redis lost budget state and there is no ledger (ledger_postgres) to rebuild it from: these orgs are served again from what Redis holds now, their spend before the loss forgotten",
+			"orgs", lost)
+	} else {
+		rep, err := a.Reseed(ctx, false)
+		if err != nil {
+			return err
+		}
+		a.log.Warn("rebuilt budgets from the ledger after Redis lost them; their orgs are served again",
+			"orgs", lost, "budgets", len(rep.Budgets), "entries", rep.Entries, "from_stream", rep.FromStream)
+	}
+	for _, p := range lost {
+		if err := a.shared.store.Rebuilt(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -33,12 +33,22 @@ type sharedStore struct {
 
 	mu     sync.Mutex
 	runIDs map[string]string // node address → run_id last seen
+
+	// lost names orgs whose budget state Redis lost beyond what this
+	// instance could replay: they are refused until rebuilt (App.rebuild).
+	lost chan string
 }
 
 // Background intervals of the shared store.
 const (
 	spoolReplayInterval = 250 * time.Millisecond
 	runIDCheckInterval  = 10 * time.Second
+	// topologyCheckInterval is how often a cluster's slots are read again
+	// while the store's breaker is not closed (Redis failing).
+	topologyCheckInterval = 250 * time.Millisecond
+	// markCheckInterval is how often an instance checks the orgs it wrote
+	// to lately for writes Redis lost (within the 2 s failover fence).
+	markCheckInterval = 500 * time.Millisecond
 )
 
 func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
@@ -76,9 +86,15 @@ func openShared(cfg *config.Config, log *slog.Logger) (*sharedStore, error) {
 	for _, o := range cfg.Orgs {
 		orgs = append(orgs, o.ID)
 	}
-	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{},
-		store: redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
-			Partitions: orgs, Shards: int(cfg.ShardSlots()), Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != "", Leases: leaseOptions(rc)})}
+	s := &sharedStore{cfg: rc, log: log, rdb: rdb, spool: spool, runIDs: map[string]string{}, lost: make(chan string, 1)}
+	s.store = redisstore.New(rdb, redisstore.Options{Prefix: rc.Prefix, Timeout: rc.Timeout, SettleTimeout: rc.SettleTimeout,
+		Partitions: orgs, Shards: int(cfg.ShardSlots()), Spool: spool, Log: log, Ledger: cfg.LedgerPostgres != "", Leases: leaseOptions(rc),
+		ReplayWindow: rc.ReplayWindow, OnLost: func(partition string) {
+			select {
+			case s.lost <- partition:
+			default: // a rebuild is due already; it rebuilds every lost org
+			}
+		}})
 	if cfg.LedgerPostgres != "" {
 		if s.pg, err = ledger.OpenPostgres(cfg.LedgerPostgres); err != nil {
 			s.close()
@@ -169,7 +185,7 @@ func (s *sharedStore) checkRunIDs(ctx context.Context) {
 	defer s.mu.Unlock()
 	for addr, id := range ids {
 		if old, seen := s.runIDs[addr]; seen && old != id {
-			s.log.Error("Redis node restarted (run_id changed): unless it persisted its data, budgets on it restarted from zero; rebuild them from the ledger",
+			s.log.Error("Redis node restarted (run_id changed): unless it persisted its data, its budgets are gone; each instance refuses an org whose writes it finds missing until it has rebuilt them from the ledger",
 				"node", addr, "old_run_id", old, "run_id", id)
 		}
 		s.runIDs[addr] = id
@@ -268,6 +284,22 @@ func (s *sharedStore) run(ctx context.Context) {
 		})
 	}
 	wg.Go(func() { tick.Every(ctx, runIDCheckInterval, s.checkRunIDs) })
+	wg.Go(func() {
+		tick.Every(ctx, markCheckInterval, func(ctx context.Context) { _ = s.store.CheckMarks(ctx, markCheckInterval) })
+	})
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		// go-redis reads the cluster's slots again only every 10 s, or on
+		// a MOVED reply; a master that died answers nothing, so without
+		// this its slots would be refused for up to 10 s after a replica
+		// took them over.
+		wg.Go(func() {
+			tick.Every(ctx, topologyCheckInterval, func(ctx context.Context) {
+				if s.store.BreakerState() != "closed" {
+					cc.ReloadState(ctx)
+				}
+			})
+		})
+	}
 	wg.Wait()
 }
 

@@ -103,8 +103,10 @@ type setup struct {
 	keyLimits string
 	sim       simulated.Options
 	redisAddr string
-	instances int
-	spoolDir  string
+	// redisCluster, instead of redisAddr, is a Redis Cluster's nodes.
+	redisCluster []string
+	instances    int
+	spoolDir     string
 	// redisExtra is more YAML under store.redis (indented four spaces).
 	redisExtra string
 	// upstreamExtra is more YAML for the upstream (indented four spaces).
@@ -159,6 +161,9 @@ func startWith(t testing.TB, su setup) *harness {
 		src = "store:\n  kind: redis\n  redis:\n    addrs:\n      - ${REDIS}\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + su.redisExtra + src
 		h.rdb = redis.NewClient(&redis.Options{Addr: su.redisAddr})
 		t.Cleanup(func() { h.rdb.Close() })
+	}
+	if len(su.redisCluster) > 0 {
+		src = "store:\n  kind: redis\n  redis:\n    addrs: [" + strings.Join(su.redisCluster, ", ") + "]\n    spool_path: ${SPOOL}\n    timeout: 3s\n    settle_timeout: 3s\n" + su.redisExtra + src
 	}
 	var log *slog.Logger
 	if testing.Verbose() {

@@ -18,22 +18,32 @@ func (s *Store) Claim(ctx context.Context, partition, name string, ttl time.Dura
 	now := s.now().UnixMicro()
 	k := claimKey(partition, name)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.state.claims[k] > now {
+		s.mu.Unlock()
 		return false, nil
 	}
 	s.state.claims[k] = now + ttl.Microseconds()
+	s.state.note(write{K: "l", B: k, A: s.state.claims[k]})
+	p := s.commitLocked()
+	s.mu.Unlock()
+	// A claim (a spent bypass nonce, a fired alert) holds once it is on disk.
+	if err := s.durable(p); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 
 // Unclaim implements budget.Claims.
 func (s *Store) Unclaim(ctx context.Context, partition string, names ...string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, name := range names {
-		delete(s.state.claims, claimKey(partition, name))
+		k := claimKey(partition, name)
+		delete(s.state.claims, k)
+		s.state.note(write{K: "l", B: k, Del: true})
 	}
-	return nil
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return s.durable(p)
 }
 
 // Count implements budget.Claims.
@@ -52,6 +62,8 @@ func (s *Store) Count(ctx context.Context, partition, name string, n int64, wind
 	c.N += n
 	if n > 0 {
 		s.state.counts[k] = c
+		s.state.note(write{K: "t", B: k, Count: &c})
+		s.commitLocked() // not waited for: a count lost to a crash only forgives failures
 	}
 	return c.N, time.Duration(c.Until-now) * time.Microsecond, nil
 }

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/budget"
+	"github.com/tollgate-dev/tollgate/internal/appendlog"
 )
 
 // tombstoneTTL is how long a swept reservation is remembered, so that a late
@@ -33,6 +35,11 @@ type Store struct {
 	state      state
 	settled    budget.RecentIDs // reservations settled lately (not snapshotted)
 	onSnapshot func(error)      // Options.OnSnapshot, or nil
+
+	journal   *appendlog.File // nil without a snapshot path (journal.go)
+	seq       int64           // the last record written to it (under mu)
+	broken    atomic.Bool     // a record could not be written: admit nothing until a snapshot
+	onJournal func(error)     // Options.OnJournal, or nil
 }
 
 type ceilingKey struct{ Bucket, Period string }
@@ -75,6 +82,11 @@ type state struct {
 
 	rateMemo, inflightMemo memo[int64]
 	ceilingMemo            memo[ceilingUse]
+
+	// journaling: every write is noted in writes for the journal, until
+	// the operation commits (journal.go).
+	journaling bool
+	writes     []write
 }
 
 func newState() state {
@@ -114,7 +126,10 @@ func (s *state) RateTAT(b string) int64 {
 	return 0
 }
 
-func (s *state) SetRateTAT(b string, t int64) { *s.rate(b, true) = t }
+func (s *state) SetRateTAT(b string, t int64) {
+	*s.rate(b, true) = t
+	s.note(write{K: "r", B: b, A: t})
+}
 
 func (s *state) CeilingUse(b, p string) (int64, int64) {
 	if u := s.ceiling(b, p, false); u != nil {
@@ -125,6 +140,7 @@ func (s *state) CeilingUse(b, p string) (int64, int64) {
 
 func (s *state) SetCeilingUse(b, p string, spent, pending int64) {
 	*s.ceiling(b, p, true) = ceilingUse{spent, pending}
+	s.note(write{K: "c", B: b, P: p, A: spent, Z: pending})
 }
 
 func (s *state) InFlight(b string) int64 {
@@ -152,6 +168,7 @@ func (s *state) LogEntries(b string, since int64) [][2]int64 {
 }
 
 func (s *state) SetLogEntry(b, id string, at, amount int64) {
+	s.note(write{K: "g", B: b, P: id, A: at, Z: amount})
 	if amount == 0 {
 		delete(s.logs[b], id)
 		return
@@ -200,6 +217,7 @@ func (s *state) SetInFlight(b string, n int64) {
 	if v := s.inFlight(b, n != 0); v != nil {
 		*v = n
 	}
+	s.note(write{K: "n", B: b, A: n})
 }
 
 // Options configure a Store. The zero value is an in-memory store on the
@@ -219,19 +237,43 @@ type Options struct {
 	// OnSnapshot, if set, receives every periodic snapshot's outcome
 	// (nil, or why it could not be written).
 	OnSnapshot func(error)
+	// OnJournal, if set, receives every failure to write the journal
+	// (journal.go); reservations are refused until a snapshot is written.
+	OnJournal func(error)
 }
 
 // New returns a store, loading the snapshot at opts.SnapshotPath if one exists.
+//
+// With a snapshot path the store keeps a journal beside it
+// (<path>.journal, journal.go) and applies it after the snapshot: nothing
+// it acknowledged is lost to a crash. Reservations open when the process
+// died are charged in full at the next sweep, as expired.
 func New(opts Options) (*Store, error) {
-	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState(), onExpire: opts.OnExpire, onSnapshot: opts.OnSnapshot}
+	s := &Store{now: opts.Now, path: opts.SnapshotPath, state: newState(), onExpire: opts.OnExpire, onSnapshot: opts.OnSnapshot,
+		onJournal: opts.OnJournal}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.path != "" {
-		if err := s.load(); err != nil {
-			return nil, fmt.Errorf("memstore: loading snapshot: %w", err)
-		}
+	if s.path == "" {
+		return s, nil
 	}
+	seq, err := s.load()
+	if err != nil {
+		return nil, fmt.Errorf("memstore: loading snapshot: %w", err)
+	}
+	if _, err := s.replay(seq); err != nil {
+		return nil, fmt.Errorf("memstore: applying the journal: %w", err)
+	}
+	// No one can settle what this store's last process left open.
+	now := s.now().UnixMicro()
+	for id, r := range s.state.open {
+		r.Expires = min(r.Expires, now)
+		s.state.open[id] = r
+	}
+	if s.journal, err = appendlog.Open(journalPath(s.path)); err != nil {
+		return nil, fmt.Errorf("memstore: the snapshot cannot be written: its journal: %w", err)
+	}
+	s.state.journaling = true
 	return s, nil
 }
 
@@ -242,17 +284,25 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 	if err := ctx.Err(); err != nil {
 		return budget.Result{Decider: -1}, err
 	}
+	if s.broken.Load() {
+		return budget.Result{Decider: -1}, errJournal
+	}
 	now := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, dup := s.state.open[r.ID]; dup {
+		s.mu.Unlock()
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
 	}
 	if _, dup := s.state.closed[r.ID]; dup || s.settled.Has(r.ID) {
+		s.mu.Unlock()
 		return budget.Result{Decider: -1}, budget.ErrDuplicateReservation
 	}
 	res, err := budget.Apply(&s.state, r.ID, r.Debits, now)
-	if err != nil {
+	if err != nil || !res.Allowed {
+		// A refusal may still have written (a shadow limit's count).
+		p := s.commitLocked()
+		s.mu.Unlock()
+		_ = s.durable(p)
 		return res, err
 	}
 	open := openReservation{Debits: budget.Taken(r.Debits, res), Expires: now.Add(r.Lease).UnixMicro()}
@@ -261,6 +311,18 @@ func (s *Store) Reserve(ctx context.Context, r *budget.Reservation) (budget.Resu
 		open.Entry = &e
 	}
 	s.state.open[r.ID] = open
+	s.state.noteOpen(r.ID)
+	p := s.commitLocked()
+	s.mu.Unlock()
+	if err := s.durable(p); err != nil {
+		// Not on disk: not admitted. What it took goes back (in memory;
+		// the next snapshot holds it).
+		s.mu.Lock()
+		_, _ = s.settleLocked(r.ID, budget.Amounts{}, budget.Settled, now)
+		s.state.writes = s.state.writes[:0]
+		s.mu.Unlock()
+		return budget.Result{Decider: -1}, fmt.Errorf("%w: %w", errJournal, err)
+	}
 	return res, nil
 }
 
@@ -271,8 +333,15 @@ func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (b
 	}
 	now := s.now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settleLocked(id, actual, budget.Settled, now)
+	o, err := s.settleLocked(id, actual, budget.Settled, now)
+	p := s.commitLocked()
+	s.mu.Unlock()
+	if jerr := s.durable(p); jerr != nil && err == nil {
+		// The spend is counted in memory and the next snapshot holds it;
+		// meanwhile nothing is admitted.
+		err = fmt.Errorf("%w: %w", errJournal, jerr)
+	}
+	return o, err
 }
 
 // settleLocked resolves id; outcome is Settled for a real settlement and
@@ -292,6 +361,7 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 				return 0, err
 			}
 			delete(s.state.closed, id)
+			s.state.noteClosed(id)
 			s.settled.Add(id)
 			return budget.Corrected, nil
 		}
@@ -304,11 +374,13 @@ func (s *Store) settleLocked(id string, actual budget.Amounts, outcome budget.Ou
 		return 0, err
 	}
 	delete(s.state.open, id)
+	s.state.noteOpen(id)
 	if outcome != budget.Expired {
 		s.settled.Add(id)
 		return outcome, nil
 	}
 	s.state.closed[id] = closedReservation{Outcome: outcome, Forget: now.Add(tombstoneTTL).UnixMicro(), Swept: r.Debits}
+	s.state.noteClosed(id)
 	return outcome, nil
 }
 
@@ -323,6 +395,8 @@ func (s *Store) Extend(ctx context.Context, id string, lease time.Duration) erro
 	}
 	r.Expires = now.Add(lease).UnixMicro()
 	s.state.open[id] = r
+	s.state.noteOpen(id)
+	s.commitLocked() // not waited for: a crash charges the reservation in full anyway
 	return nil
 }
 
@@ -345,6 +419,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		if _, err := s.settleLocked(id, reservedAmounts(r.Debits), budget.Expired, now); err != nil {
+			s.commitLocked()
 			return n, fmt.Errorf("memstore: sweeping %s: %w", id, err)
 		}
 		n++
@@ -357,6 +432,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	for id, c := range s.state.closed {
 		if c.Forget <= nowUs {
 			delete(s.state.closed, id)
+			s.state.noteClosed(id)
 		}
 	}
 	s.state.rateMemo.forget()
@@ -378,6 +454,9 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			delete(s.state.ceilings, k) // a rate window no longer read
 		}
 	}
+	// The charges are not waited for: a crash would charge these
+	// reservations in full again from the journal's open ones.
+	s.commitLocked()
 	return n, nil
 }
 
@@ -414,7 +493,14 @@ func (s *Store) Peek(ctx context.Context, limits []budget.Limit) ([]budget.Statu
 func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error {
 	now := s.now().UnixMicro()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.setCeilingLocked(bucket, amount, until, now)
+	s.state.noteOverride(bucket)
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return s.durable(p)
+}
+
+func (s *Store) setCeilingLocked(bucket string, amount int64, until time.Time, now int64) {
 	st := &s.state
 	var previous []overrideStep
 	if !until.IsZero() && amount >= 0 {
@@ -437,7 +523,7 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	delete(st.previous, bucket)
 	if amount < 0 {
 		delete(st.override, bucket)
-		return nil
+		return
 	}
 	st.override[bucket] = amount
 	if !until.IsZero() {
@@ -446,7 +532,6 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 			st.previous[bucket] = previous
 		}
 	}
-	return nil
 }
 
 // Override implements budget.Admin.
@@ -466,12 +551,14 @@ func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, 
 func (s *Store) ResetSpent(ctx context.Context, l budget.Limit) (string, int64, error) {
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	var spent int64
 	if u := s.state.ceiling(k.Bucket, k.Period, false); u != nil {
-		spent, u.Spent = u.Spent, 0
+		spent = u.Spent
+		s.state.SetCeilingUse(k.Bucket, k.Period, 0, u.Pending)
 	}
-	return k.Period, spent, nil
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return k.Period, spent, s.durable(p)
 }
 
 // RaiseSpent implements budget.Admin.
@@ -481,11 +568,11 @@ func (s *Store) RaiseSpent(ctx context.Context, l budget.Limit, spent int64) (in
 	}
 	k := ceilingKey{l.Bucket, budget.PeriodID(l.Period, s.now(), l.Location)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	u := s.state.ceiling(k.Bucket, k.Period, true)
-	was := u.Spent
-	u.Spent = max(u.Spent, spent)
-	return was, nil
+	was, pending := s.state.CeilingUse(k.Bucket, k.Period)
+	s.state.SetCeilingUse(k.Bucket, k.Period, max(was, spent), pending)
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return was, s.durable(p)
 }
 
 // Spent returns the settled spend of a Ceiling bucket in a period, and what

@@ -32,6 +32,8 @@ type snapshotFile struct {
 	Logs     map[string]map[string][2]int64 `json:"sliding_logs,omitempty"`
 	Claims   map[string]int64               `json:"claims,omitempty"`
 	Counts   map[string]counter             `json:"counters,omitempty"`
+	// Seq is the journal's last record the snapshot holds (journal.go).
+	Seq int64 `json:"journal_seq,omitempty"`
 }
 
 type snapshotCeiling struct {
@@ -43,13 +45,16 @@ type snapshotCeiling struct {
 
 // Snapshot writes the whole state to the snapshot file: a temporary file in
 // the same directory, fsync'd, then renamed over the old one, so a crash
-// leaves either the old or the new snapshot, never a torn one.
+// leaves either the old or the new snapshot, never a torn one. The journal
+// then keeps only the records after it; a store whose journal had failed
+// admits again.
 func (s *Store) Snapshot() error {
 	if s.path == "" {
 		return nil
 	}
 	s.mu.Lock()
 	f := snapshotFile{
+		Seq:      s.seq,
 		Version:  snapshotVersion,
 		Taken:    s.now().UTC(),
 		Rates:    values(s.state.rates),
@@ -76,23 +81,30 @@ func (s *Store) Snapshot() error {
 	if err := atomicfile.Write(s.path, data); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
+	if err := s.compact(f.Seq); err != nil {
+		// The snapshot holds the state; the journal's old records are
+		// only replayed over it (each write is a value, not a change).
+		return fmt.Errorf("memstore: compacting the journal: %w", err)
+	}
+	s.broken.Store(false)
 	return nil
 }
 
-func (s *Store) load() error {
+// load reads the snapshot, and returns the journal's last record it holds.
+func (s *Store) load() (int64, error) {
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var f snapshotFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return fmt.Errorf("decoding %s: %w", s.path, err)
+		return 0, fmt.Errorf("decoding %s: %w", s.path, err)
 	}
 	if f.Version != snapshotVersion {
-		return fmt.Errorf("%s: snapshot version %d, want %d", s.path, f.Version, snapshotVersion)
+		return 0, fmt.Errorf("%s: snapshot version %d, want %d", s.path, f.Version, snapshotVersion)
 	}
 	st := newState()
 	for k, v := range f.Rates {
@@ -131,7 +143,7 @@ func (s *Store) load() error {
 	s.mu.Lock()
 	s.state = st
 	s.mu.Unlock()
-	return nil
+	return f.Seq, nil
 }
 
 // Run snapshots every interval until ctx is done, then once more.
@@ -149,8 +161,19 @@ func (s *Store) Run(ctx context.Context, interval time.Duration, log *slog.Logge
 	})
 }
 
-// Close writes a final snapshot. Call it after the last settlement.
-func (s *Store) Close() error { return s.Snapshot() }
+// Close writes a final snapshot and closes the journal. Call it after the
+// last settlement.
+func (s *Store) Close() error {
+	err := s.Snapshot()
+	s.mu.Lock()
+	j := s.journal
+	s.journal = nil
+	s.mu.Unlock()
+	if j != nil {
+		j.Close()
+	}
+	return err
+}
 
 var _ interface{ Close() error } = (*Store)(nil)
 

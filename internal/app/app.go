@@ -115,7 +115,8 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 // openStore opens the budget store cfg names, with its metrics.
 func (a *App) openStore() error {
 	if a.cfg.Store.Kind != "redis" {
-		mem, err := memstore.New(memstore.Options{SnapshotPath: a.cfg.Store.SnapshotPath, OnExpire: a.recordExpired, OnSnapshot: a.durable.snapshotted})
+		mem, err := memstore.New(memstore.Options{SnapshotPath: a.cfg.Store.SnapshotPath, OnExpire: a.recordExpired,
+			OnSnapshot: a.durable.snapshotted, OnJournal: a.durable.journaled})
 		if err != nil {
 			return fmt.Errorf("opening the embedded store: %w", err)
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,8 @@ type durable struct {
 	waiting atomic.Int64 // len(backlog), read on every admission
 	snapErr atomic.Pointer[error]
 
-	ledgerFailures, snapshotFailures prometheus.Counter
-	backlogSize                      prometheus.Gauge
+	ledgerFailures, snapshotFailures, journalFailures prometheus.Counter
+	backlogSize                                       prometheus.Gauge
 }
 
 func newDurable(reg prometheus.Registerer, log *slog.Logger) *durable {
@@ -43,10 +44,12 @@ func newDurable(reg prometheus.Registerer, log *slog.Logger) *durable {
 			Help: "Ledger writes that failed (a full or failing disk); their entries are held and written again, and the gateway admits nothing meanwhile."}),
 		snapshotFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_snapshot_failures_total",
 			Help: "Embedded-store snapshots that could not be written; /readyz fails until one is."}),
+		journalFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_journal_write_failures_total",
+			Help: "Embedded-store journal writes that failed; nothing is admitted, and /readyz fails, until a snapshot is written."}),
 		backlogSize: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_ledger_backlog_entries",
 			Help: "Ledger entries held in memory because their write failed, waiting to be written."}),
 	}
-	reg.MustRegister(d.ledgerFailures, d.snapshotFailures, d.backlogSize)
+	reg.MustRegister(d.ledgerFailures, d.snapshotFailures, d.journalFailures, d.backlogSize)
 	return d
 }
 
@@ -140,6 +143,15 @@ func (d *durable) snapshotted(err error) {
 	d.snapshotFailures.Inc()
 	d.snapErr.Store(&err)
 	d.log.Error("snapshotting budget state failed: /readyz fails until a snapshot is written", "err", err)
+}
+
+// journaled notes a journal write that failed: the store admits nothing
+// until a snapshot is written, and /readyz fails meanwhile.
+func (d *durable) journaled(err error) {
+	d.journalFailures.Inc()
+	e := fmt.Errorf("the embedded store's journal could not be written; it admits nothing until a snapshot is: %w", err)
+	d.snapErr.Store(&e)
+	d.log.Error("writing the embedded store's journal failed: nothing is admitted until a snapshot is written", "err", err)
 }
 
 // ready is an error while entries wait or the last snapshot failed.

@@ -111,6 +111,9 @@ func TestAClusterFailoverToALaggingReplicaKeepsTheCeiling(t *testing.T) {
 			if mode == "leased" && !testkit.WaitFor(10*time.Second, func() bool { return leaseCalls(t, h) >= flushes+4 }) {
 				t.Fatal("no lease flush while the replica lagged")
 			}
+			if m, _ := cluster.MasterOf("tg:{acme}:ceilings"); m != master {
+				t.Fatalf("the org's slot moved to %s by itself before the test killed %s", m.Addr, master.Addr)
+			}
 			master.Kill()
 			replica.Signal(syscall.SIGCONT)
 			replica.TakeOver()

@@ -26,7 +26,8 @@ func known(t *testing.T) map[string]bool {
 		"tollgate_ledger_backlog": true, "tollgate_ledger_entries_stored_total": true,
 		"tollgate_lease_reservations_total": true, "tollgate_lease_calls_total": true,
 		"tollgate_lease_call_failures_total": true, "tollgate_lease_slices": true, "tollgate_refused_keys_top_total": true,
-		"tollgate_ledger_write_failures_total": true, "tollgate_ledger_backlog_entries": true, "tollgate_snapshot_failures_total": true}
+		"tollgate_ledger_write_failures_total": true, "tollgate_ledger_backlog_entries": true, "tollgate_snapshot_failures_total": true,
+		"tollgate_journal_write_failures_total": true, "tollgate_store_lost_writes_total": true, "tollgate_store_orgs_lost": true}
 	// Gathering returns only families with samples; describe them instead.
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {

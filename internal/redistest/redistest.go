@@ -166,10 +166,16 @@ func startCluster(t testing.TB, n, replicas int) *Cluster {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatal("redis-cli is not installed (apt-get install redis-tools)")
 	}
+	// With replicas, a node timeout long enough that a busy test machine
+	// does not fail a master over by itself: the tests fail over on purpose.
+	timeout := "2000"
+	if replicas > 0 {
+		timeout = "15000"
+	}
 	var all []*Server
 	addrs := make([]string, n*(1+replicas))
 	for i := range addrs {
-		s := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		s := Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", timeout)
 		all = append(all, s)
 		addrs[i] = s.Addr
 	}

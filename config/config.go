@@ -131,6 +131,11 @@ type Server struct {
 	// MaxConnections bounds the connections open at once; more wait to be
 	// accepted (default 4096).
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerAddress bounds the connections one client address
+	// holds (default 1024; -1: no bound); more are closed at once, so one
+	// client cannot hold every connection. Behind a load balancer, whose
+	// few addresses carry everyone's connections, raise it or turn it off.
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// DrainTimeout is the drain budget at shutdown (default 30s): how long
 	// in-flight requests may take to finish — streams, and answers read to
 	// their usage for clients that left. Upstream exchanges still live

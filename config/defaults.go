@@ -45,6 +45,9 @@ func (c *Config) SetDefaults() {
 	if srv.LimitHeaders == "" {
 		srv.LimitHeaders = LimitHeadersStandard
 	}
+	if srv.MaxConnectionsPerAddress == 0 {
+		srv.MaxConnectionsPerAddress = 1024
+	}
 	if srv.MaxConnections == 0 {
 		srv.MaxConnections = 4096
 	}

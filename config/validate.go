@@ -45,6 +45,9 @@ func (c *Config) validate(v *validator) {
 	if c.Server.MinBodyRate < 0 || c.Server.MaxConnections < 0 {
 		v.addf("server", "min_body_rate and max_connections must not be negative")
 	}
+	if c.Server.MaxConnectionsPerAddress < -1 {
+		v.addf("server.max_connections_per_address", "want a number of connections, or -1 for no bound, not %d", c.Server.MaxConnectionsPerAddress)
+	}
 	if c.Server.GCPercent < -1 {
 		v.addf("server.gc_percent", "must be -1 (collector off) or a percentage above 0, not %d", c.Server.GCPercent)
 	}

@@ -56,7 +56,9 @@ type App struct {
 	pg          *ledger.Postgres   // the PostgreSQL ledger, or nil
 	keys        policy.KeyRegistry // run-time API keys, or nil
 	durable     *durable           // the ledger's held entries and the snapshot's health
-	admin       *admin.API
+
+	perAddressRefused prometheus.Counter // connections closed past server.max_connections_per_address
+	admin             *admin.API
 }
 
 // keyRefreshInterval bounds how long a key revoked on another instance
@@ -74,6 +76,9 @@ func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	a.durable = newDurable(a.reg, log)
+	a.perAddressRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_connections_refused_per_address_total",
+		Help: "Connections closed at once because their client address held server.max_connections_per_address already."})
+	a.reg.MustRegister(a.perAddressRefused)
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
@@ -332,6 +337,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	if n := a.cfg.Server.MaxConnectionsPerAddress; n > 0 {
+		ln = limitPerAddress(ln, n, a.perAddressRefused)
+	}
 	if n := a.cfg.Server.MaxConnections; n > 0 {
 		ln = netutil.LimitListener(ln, n)
 	}
@@ -340,7 +348,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if a.cfg.MetricsListen != "" {
-		msrv := &http.Server{Addr: a.cfg.MetricsListen, Handler: promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		// The probes answer here too, on a listener of their own that no
+		// client connection can starve.
+		mux := http.NewServeMux()
+		mux.Handle("/", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{}))
+		mux.Handle("/healthz", a.server)
+		mux.Handle("/readyz", a.server)
+		msrv := &http.Server{Addr: a.cfg.MetricsListen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		mln, err := net.Listen("tcp", a.cfg.MetricsListen)
 		if err != nil {
 			srv.Close()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/internal/testkit"
 	"github.com/tollgate-dev/tollgate/internal/testkit/apptest"
 	"github.com/tollgate-dev/tollgate/policy"
 	"github.com/tollgate-dev/tollgate/upstream/simulated"
@@ -135,5 +136,87 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("a client at a normal pace: %d", resp.StatusCode)
+	}
+}
+
+// One client holding many slow connections (a slowloris from one address)
+// takes at most server.max_connections_per_address of them: the rest of
+// its connections are closed at once, and another client — and the health
+// probe — are served while it holds its share. Before the per-address cap,
+// its sockets filled max_connections and every other request waited for
+// their header timeout.
+func TestASlowlorisFromOneAddressLeavesRoomForOthers(t *testing.T) {
+	addr := serveGateway(t, "server: {max_connections: 64, max_connections_per_address: 16, read_header_timeout: 60s}\n")
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 200 {
+		c, err := attacker.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Half a request line, then nothing: the connection is held until
+		// read_header_timeout, or closed at once past the cap.
+		_, _ = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n")
+		held = append(held, c)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, path := range []string{"/readyz", "/v1/budget"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s while one address holds 200 slow connections: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+		t.Logf("%s answered in %v", path, time.Since(start))
+	}
+	var body []byte
+	if !testkit.WaitFor(5*time.Second, func() bool {
+		resp, err := client.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(body), "tollgate_connections_refused_per_address_total 184\n")
+	}) {
+		t.Fatalf("want 184 connections refused past the cap of 16:\n%s", grepLines(string(body), "tollgate_connections_refused"))
+	}
+}
+
+// The probes answer on metrics_listen too, a listener no client connection
+// can fill, beside the metrics.
+func TestProbesAnswerOnTheMetricsListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maddr := ln.Addr().String()
+	ln.Close()
+	serveGateway(t, "metrics_listen: "+maddr+"\n")
+	for path, want := range map[string]string{"/readyz": `"ready"`, "/healthz": `"ok"`, "/metrics": "tollgate_"} {
+		var status int
+		var body []byte
+		if !testkit.WaitFor(5*time.Second, func() bool {
+			resp, err := http.Get("http://" + maddr + path)
+			if err != nil {
+				return false
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			status = resp.StatusCode
+			return true
+		}) || status != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("%s on metrics_listen: %d %.200s", path, status, body)
+		}
 	}
 }

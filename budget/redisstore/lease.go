@@ -55,10 +55,13 @@ type LeaseOptions struct {
 	// 200 ms): how stale another instance's view of this one's spend is.
 	Flush time.Duration
 	// TTL is how long slices outlive the last flush before a sweeper
-	// charges them (default 10 s). Requests are admitted locally only
-	// while the last flush reached Redis and is younger than TTL/2: once a
-	// flush fails, every request is reserved exactly, and fails closed, so
-	// a Redis that goes away is noticed within one Flush.
+	// charges them (default 10 s). Requests are admitted locally while
+	// the last flush that reached Redis is younger than TTL/2: through a
+	// stall (calls timing out) an instance goes on admitting against the
+	// slices it holds, which Redis counts as pending whatever the stall.
+	// A Redis that is gone (refused or reset connections: it may come back
+	// without them) stops local admission at the first failed flush, and
+	// requests fail closed.
 	TTL time.Duration
 }
 
@@ -365,11 +368,12 @@ func (lz *leaser) admit(r *budget.Reservation, lr *localReservation, kinds []str
 	if lz.local[r.ID] != nil || lz.s.settledHere(r.ID) {
 		return budget.Result{Decider: -1}, nil, false // the exact path reports the duplicate
 	}
-	// Slices are trusted while the last flush reached Redis and is younger
-	// than TTL/2 (a sweeper charges them at TTL). Otherwise they are
-	// renewed first: a failed call may have run, so only Redis's record
-	// says what is held; if Redis is away, the renewal fails and the
-	// request is reserved exactly, and fails closed.
+	// Slices are trusted while the last flush that reached Redis is
+	// younger than TTL/2 (a sweeper charges them at TTL), unless Redis is
+	// gone (failed). Otherwise they are renewed first; if Redis is away,
+	// the renewal fails and the request is reserved exactly, and fails
+	// closed. A failed call's give-backs stay given back here (it may have
+	// run), so what is admitted against is held in Redis either way.
 	stale := lz.failed || lz.s.now().Sub(lz.health) > lz.opts.TTL/2
 	p := lz.part(lr.partition)
 	var lacking map[string]int64

@@ -77,13 +77,18 @@ func (lz *leaser) flush(ctx context.Context, partition string, lacking map[strin
 	lz.stats.Calls++
 	if err != nil {
 		lz.stats.Failures++
-		for _, o := range ops {
-			if sl := p.slices[o.key]; sl != nil && !o.drop {
-				sl.granted += o.given // Redis's record says what is held; the next call reads it
-			}
-		}
+		// What the call gave back stays given back here: it may have run.
+		// What it took is not counted: it may not have. Either way the
+		// slices admitted against below are held in Redis, and the next
+		// call that is answered says what is.
 		p.entries = append(entries, p.entries...)
-		lz.failed = lz.failed || errors.Is(err, budget.ErrStoreUnavailable)
+		// A stall (calls timing out) leaves the slices held in Redis:
+		// requests go on being admitted against them, until they are older
+		// than TTL/2. A Redis that is gone (refused, reset) may come back
+		// without them, and an org whose state Redis lost is refused: then
+		// local admission stops at once.
+		lz.failed = lz.failed || errors.Is(err, ErrPartitionLost) ||
+			(errors.Is(err, budget.ErrStoreUnavailable) && lz.s.gone.Load())
 		return err
 	}
 	lz.health, lz.failed, p.epoch, p.lessees = lz.s.now(), false, raw[2], raw[1]

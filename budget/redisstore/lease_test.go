@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -207,10 +208,83 @@ func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
 	}
 }
 
-// A frozen Redis: the first flush that fails stops local admission, so a
-// leased store fails closed like an exact one; what was spent meanwhile
-// is charged once when Redis answers again.
-func TestLeasedStoreFailsClosedWhenRedisStops(t *testing.T) {
+// A frozen Redis (a stall: SIGSTOP keeps its data): requests go on being
+// admitted against the slices this instance holds — they are pending in
+// Redis, whatever the stall — until the slices are older than TTL/2; then
+// each is renewed first, which fails, and requests fail closed. What was
+// spent meanwhile is charged once when Redis answers again. Before, the
+// first flush that failed stopped local admission, and a stall over a
+// second shed every tenant.
+func TestLeasedStoreAdmitsAgainstItsSlicesThroughAStall(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := redisstore.New(rdb, redisstore.Options{Timeout: 200 * time.Millisecond, SettleTimeout: 200 * time.Millisecond,
+		Partitions: []string{"acme"}, Leases: &redisstore.LeaseOptions{Flush: 100 * time.Millisecond, TTL: time.Second}})
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	go s.RunLeases(ctx)
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	// Steady traffic, about two requests a flush (an instance idle for a
+	// flush gives its slices back). A slice then holds about eight of
+	// them, 400 ms of traffic: with the first flush failing after its
+	// 200 ms timeout, some are left.
+	var spent, afterFailure, refused atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			failed := func() bool { st, _ := s.LeaseStats(); return st.Failures > 0 }()
+			r, _, err := e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 2_000})
+			if errors.Is(err, budget.ErrStoreUnavailable) {
+				refused.Add(1)
+				continue
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := e.Settle(bg, r, budget.Amounts{Cost: 1_000}); err != nil {
+				t.Error(err)
+				return
+			}
+			spent.Add(1_000)
+			if failed {
+				afterFailure.Add(1)
+			}
+			time.Sleep(50 * time.Millisecond) // a client's steady pace: about 20 requests a second
+		}
+	}()
+	if !testkit.WaitFor(10*time.Second, func() bool { return spent.Load() >= 10_000 }) {
+		t.Fatal("no traffic")
+	}
+	srv.Signal(syscall.SIGSTOP)
+	if !testkit.WaitFor(5*time.Second, func() bool { return afterFailure.Load() >= 3 }) {
+		t.Fatalf("%d requests admitted after the first flush failed, want them admitted against the slices", afterFailure.Load())
+	}
+	if !testkit.WaitFor(10*time.Second, func() bool { return refused.Load() > 0 }) {
+		t.Fatal("still admitting locally past TTL/2 of a stall")
+	}
+	close(stop)
+	<-done
+	want := spent.Load()
+	srv.Signal(syscall.SIGCONT)
+	cancel()
+	returnLeases(t, s)
+	if spent, pending := spentOf(t, rdb, "tg", team); spent != want || pending != 0 {
+		t.Fatalf("spent %d pending %d, want %d once and nothing pending", spent, pending, want)
+	}
+}
+
+// A Redis that is gone (refused connections: it may come back without the
+// slices) stops local admission at the first flush that fails.
+func TestLeasedStoreFailsClosedWhenRedisIsGone(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	s := redisstore.New(rdb, redisstore.Options{Timeout: 200 * time.Millisecond, SettleTimeout: 200 * time.Millisecond,
@@ -220,14 +294,13 @@ func TestLeasedStoreFailsClosedWhenRedisStops(t *testing.T) {
 	go s.RunLeases(ctx)
 	e := budget.NewEngine(s, time.Minute)
 	team := teamCeiling("acme", 100*budget.Dollar)
-	want := pairs(t, e, team, 50, 1_000)
-	srv.Signal(syscall.SIGSTOP)
-	refusedWithin(t, e, team)
-	srv.Signal(syscall.SIGCONT)
-	cancel()
-	returnLeases(t, s)
-	if spent, pending := spentOf(t, rdb, "tg", team); spent != want || pending != 0 {
-		t.Fatalf("spent %d pending %d, want %d once and nothing pending", spent, pending, want)
+	pairs(t, e, team, 50, 1_000)
+	srv.Kill()
+	if !testkit.WaitFor(5*time.Second, func() bool { st, _ := s.LeaseStats(); return st.Failures > 0 }) {
+		t.Fatal("no flush failed with Redis gone")
+	}
+	if _, _, err := e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 1}); !errors.Is(err, budget.ErrStoreUnavailable) {
+		t.Fatalf("a reservation with Redis gone: %v, want the store unavailable", err)
 	}
 }
 

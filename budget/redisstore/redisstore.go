@@ -149,6 +149,11 @@ type Store struct {
 	// times out meanwhile met a slow Redis, or a busy gateway, not a
 	// dead one.
 	answered atomic.Int64
+	// gone is set when a call failed for another reason than time (a
+	// refused or reset connection: Redis away, perhaps restarting without
+	// its data), cleared when one is answered. A stall (calls timing out)
+	// does not set it: leased slices are then still held in Redis.
+	gone atomic.Bool
 
 	mu   sync.Mutex
 	open map[string]openReservation // reservations made here and not yet settled
@@ -327,8 +332,12 @@ func (s *Store) BreakerState() string { return s.breaker.State().String() }
 func (s *Store) do(f func() error) error {
 	_, err := s.breaker.Execute(func() (any, error) {
 		err := f()
-		if isAnswer(err) {
+		switch {
+		case isAnswer(err):
 			s.answered.Store(time.Now().UnixNano())
+			s.gone.Store(false)
+		case !isTimeout(err) && !errors.Is(err, context.Canceled):
+			s.gone.Store(true) // refused, reset, closed: not merely slow
 		}
 		return nil, err
 	})

@@ -134,16 +134,26 @@ func (c *consumer) run(ctx context.Context) {
 		return
 	}
 	var backoff backoff
+	// What was read is stored and acknowledged even when ctx ends
+	// meanwhile (shutdown): entries left read and unstored would wait
+	// ClaimIdle for another instance. A read ends within Block; a store
+	// within shutdownStore.
+	work := context.WithoutCancel(ctx)
 	// "0": first what this consumer read before and never stored (it was
 	// restarted); ">" once that is done: new entries.
 	from := "0"
 	for ctx.Err() == nil {
-		msgs, err := c.read(ctx, rdb, from)
+		msgs, err := c.read(work, rdb, from)
 		if err == nil && len(msgs) > 0 {
-			err = c.store(ctx, rdb, msgs)
+			sctx, cancel := context.WithTimeout(work, shutdownStore)
+			err = c.store(sctx, rdb, msgs)
+			cancel()
 		}
 		switch {
 		case ctx.Err() != nil:
+			if err != nil {
+				c.opts.Log.Warn("ledger: entries read at shutdown could not be stored; another instance takes them over", "stream", c.stream, "after", c.opts.ClaimIdle, "err", err)
+			}
 			return
 		case err != nil:
 			c.opts.Log.Warn("ledger: moving the stream", "stream", c.stream, "err", err)
@@ -157,6 +167,9 @@ func (c *consumer) run(ctx context.Context) {
 		backoff.reset()
 	}
 }
+
+// shutdownStore bounds the storing of entries read when shutdown began.
+const shutdownStore = 5 * time.Second
 
 // read returns the next entries to store: those of a dead consumer, every
 // ClaimIdle, else this consumer's own (from "0") or new ones (">").

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +208,55 @@ func TestMeterKeyLifetime(t *testing.T) {
 	}
 	if spent, _ := spentOf(t, rdb, "tg", meter); spent != 321 {
 		t.Fatalf("meter spent %d, want 321", spent)
+	}
+}
+
+// Shutdown while entries are being stored: they are stored and
+// acknowledged before the consumer returns, not left pending in the group
+// for another instance to take over after ClaimIdle (30 s).
+func TestShutdownStoresTheEntriesItRead(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Ledger: true, Partitions: []string{"acme"}})
+	e := budget.NewEngine(s, time.Minute)
+	acme := teamCeiling("acme", 10*budget.Dollar)
+	for i := range 5 {
+		en := &budget.Entry{Time: time.Now(), RequestID: fmt.Sprintf("req-%d", i), Org: "acme", Team: "t", Key: "k", Model: "m", Cost: 10, Reserved: 10}
+		r, _, err := e.ReserveFor(bg, []budget.Limit{acme}, budget.Amounts{Cost: 10}, en)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SettleEntry(bg, r, budget.Amounts{Cost: 10}, en); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var stored atomic.Int64
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.ConsumeLedger(ctx, func(ctx context.Context, es []budget.Entry) error {
+			close(entered)
+			<-release // a slow PostgreSQL
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			stored.Add(int64(len(es)))
+			return nil
+		}, redisstore.ConsumerOptions{Name: "gw-1"})
+	}()
+	<-entered
+	cancel() // shutdown, the entries read and not yet stored
+	close(release)
+	<-done
+	if n := stored.Load(); n != 5 {
+		t.Fatalf("%d entries stored at shutdown, want the 5 read", n)
+	}
+	pending, err := rdb.XPending(bg, s.LedgerStream("acme"), "tollgate-ledger").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending.Count != 0 {
+		t.Fatalf("%d entries left pending for another instance", pending.Count)
 	}
 }

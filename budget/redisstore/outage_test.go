@@ -348,9 +348,10 @@ func manyInstancesShareOneCeiling(t *testing.T, leases *redisstore.LeaseOptions)
 	const ceiling = 10 * budget.Dollar
 	l := teamCeiling("acme", ceiling)
 	watch := srv.Client()
-	stop := make(chan struct{})
+	stop, watched := make(chan struct{}), make(chan struct{})
 	var watchErr atomic.Value
 	go func() {
+		defer close(watched)
 		for {
 			select {
 			case <-stop:
@@ -402,6 +403,7 @@ func manyInstancesShareOneCeiling(t *testing.T, leases *redisstore.LeaseOptions)
 	}
 	wg.Wait()
 	close(stop)
+	<-watched // before the test ends and its client closes
 	if err, _ := watchErr.Load().(error); err != nil {
 		t.Fatal(err)
 	}

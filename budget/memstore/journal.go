@@ -3,6 +3,7 @@ package memstore
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,10 +57,15 @@ type overrideState struct {
 	Previous []overrideStep `json:"previous,omitempty"`
 }
 
-// record is one operation's writes.
+// record is one operation's writes, and the ledger entries it owes (a
+// settlement's, a sweep's): the ledger file is written after the journal,
+// so a crash between the two would lose them from the ledger but not from
+// the budgets. At start those of the records after the snapshot are handed
+// back (Recovered) for the ledger to take the ones it lacks.
 type record struct {
-	Seq int64   `json:"s"`
-	W   []write `json:"w"`
+	Seq int64          `json:"s"`
+	W   []write        `json:"w"`
+	E   []budget.Entry `json:"e,omitempty"`
 }
 
 // note records w for the operation under way, when the store keeps a
@@ -195,6 +201,7 @@ func (s *Store) replay(seq int64) (int, error) {
 				return n, fmt.Errorf("%s: line %d: %w", path, line, err)
 			}
 		}
+		s.recovered = append(s.recovered, r.E...)
 		s.seq = r.Seq
 		n++
 	}
@@ -206,12 +213,12 @@ func (s *Store) replay(seq int64) (int, error) {
 // disk. Requires s.mu.
 func (s *Store) commitLocked() *appendlog.Pending {
 	if s.journal == nil || len(s.state.writes) == 0 {
-		s.state.writes = s.state.writes[:0]
+		s.state.writes, s.owed = s.state.writes[:0], nil
 		return nil
 	}
 	s.seq++
-	line, err := json.Marshal(record{Seq: s.seq, W: s.state.writes})
-	s.state.writes = s.state.writes[:0]
+	line, err := json.Marshal(record{Seq: s.seq, W: s.state.writes, E: s.owed})
+	s.state.writes, s.owed = s.state.writes[:0], nil
 	if err != nil {
 		// Cannot happen (plain values); refuse rather than lose it.
 		s.failed(err)
@@ -263,4 +270,23 @@ func (s *Store) compact(seq int64) error {
 		n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
 		return err != nil || n > seq
 	})
+}
+
+// Recovered are the ledger entries of the journal's records after the
+// snapshot, as the store found them at start: settlements and sweeps the
+// ledger may not have received before the last process died. The caller
+// appends those its ledger lacks.
+func (s *Store) Recovered() []budget.Entry { return s.recovered }
+
+var _ budget.Outbox = (*Store)(nil)
+
+// KeepsLedger implements budget.Outbox: with a journal, a settlement's
+// ledger entry goes into the journal with it (the ledger file is still
+// written by the gateway).
+func (s *Store) KeepsLedger() bool { return s.path != "" }
+
+// SettleEntry implements budget.Outbox: Settle, with entry — as the ledger
+// will record it — in the settlement's journal record.
+func (s *Store) SettleEntry(ctx context.Context, id string, actual budget.Amounts, entry *budget.Entry) (budget.Outcome, error) {
+	return s.settle(id, actual, entry)
 }

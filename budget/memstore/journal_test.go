@@ -173,3 +173,28 @@ func TestAJournalWithATornOrBadRecord(t *testing.T) {
 		t.Fatalf("a bad record before others: %v, want the store refused naming the line", err)
 	}
 }
+
+// A settlement's ledger entry is in its journal record: a process that
+// died before the ledger file had the line hands it back at start.
+func TestASettlementsLedgerEntryIsRecovered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := storetest.NewClock(storetest.Start)
+	ctx := context.Background()
+	s1 := openSnapshot(t, path, c)
+	e1 := budget.NewEngine(s1, time.Minute)
+	if !e1.KeepsLedger() {
+		t.Fatal("a store with a journal keeps the settlements' ledger entries")
+	}
+	r, _, err := e1.Reserve(ctx, []budget.Limit{snapshotTeam}, budget.Amounts{Cost: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e1.SettleEntry(ctx, r, budget.Amounts{Cost: 700}, &budget.Entry{RequestID: "req-1", Team: "ml", Cost: 700}); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openSnapshot(t, path, c)
+	got := s2.Recovered()
+	if len(got) != 1 || got[0].ReservationID != r.ID || got[0].Cost != 700 || got[0].Outcome != "settled" {
+		t.Fatalf("recovered %+v, want the settlement's entry", got)
+	}
+}

@@ -38,6 +38,8 @@ type Store struct {
 
 	journal   *appendlog.File // nil without a snapshot path (journal.go)
 	seq       int64           // the last record written to it (under mu)
+	owed      []budget.Entry  // ledger entries of the operation under way (under mu)
+	recovered []budget.Entry  // ledger entries of the records applied at start
 	broken    atomic.Bool     // a record could not be written: admit nothing until a snapshot
 	onJournal func(error)     // Options.OnJournal, or nil
 }
@@ -331,9 +333,26 @@ func (s *Store) Settle(ctx context.Context, id string, actual budget.Amounts) (b
 	if err := actual.Validate(); err != nil {
 		return 0, err
 	}
+	return s.settle(id, actual, nil)
+}
+
+// settle is Settle, with entry (nil: none) in the journal record as the
+// ledger will have it.
+func (s *Store) settle(id string, actual budget.Amounts, entry *budget.Entry) (budget.Outcome, error) {
+	if err := actual.Validate(); err != nil {
+		return 0, err
+	}
 	now := s.now()
 	s.mu.Lock()
 	o, err := s.settleLocked(id, actual, budget.Settled, now)
+	if entry != nil && err == nil && (o == budget.Settled || o == budget.Corrected) && s.journal != nil {
+		e := *entry
+		e.ReservationID, e.Outcome = id, o.String()
+		if o == budget.Corrected {
+			e = budget.CorrectionOf(e)
+		}
+		s.owed = append(s.owed, e)
+	}
 	p := s.commitLocked()
 	s.mu.Unlock()
 	if jerr := s.durable(p); jerr != nil && err == nil {
@@ -427,6 +446,9 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 			e := *r.Entry
 			e.ReservationID, e.Outcome, e.Cost, e.Usage.Estimated = id, budget.Expired.String(), e.Reserved, true
 			expired = append(expired, e)
+			if s.journal != nil {
+				s.owed = append(s.owed, e)
+			}
 		}
 	}
 	for id, c := range s.state.closed {

@@ -232,6 +232,39 @@ func (a *App) openLedger() error {
 	}
 	a.durable.ledger = a.ledger
 	a.gateway.OnSettle(a.durable.append)
+	if a.mem != nil {
+		return a.catchUpLedger()
+	}
+	return nil
+}
+
+// catchUpLedger appends to the ledger the entries the embedded store's
+// journal owed it and it does not have: a process that died between a
+// settlement's journal record and its ledger line (the budget has the
+// spend; the ledger would not).
+func (a *App) catchUpLedger() error {
+	owed := a.mem.Recovered()
+	if len(owed) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	if err := ledger.Read(a.cfg.LedgerPath, func(e budget.Entry) error { have[e.ID()] = true; return nil }); err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range owed {
+		if have[e.ID()] {
+			continue
+		}
+		if err := a.ledger.Append(e); err != nil {
+			return fmt.Errorf("writing to the ledger the entries of the last run: %w", err)
+		}
+		have[e.ID()] = true
+		n++
+	}
+	if n > 0 {
+		a.log.Warn("the last run stopped between settlements and their ledger lines; the ledger has them now", "entries", n)
+	}
 	return nil
 }
 

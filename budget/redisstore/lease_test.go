@@ -188,26 +188,6 @@ func returnLeases(t *testing.T, s *redisstore.Store) {
 	}
 }
 
-// refusedWithin reserves until the store says it is unavailable, up to 5 s.
-func refusedWithin(t *testing.T, e *budget.Engine, l budget.Limit) {
-	t.Helper()
-	if !testkit.WaitFor(5*time.Second, func() bool {
-		r, _, err := e.Reserve(bg, []budget.Limit{l}, budget.Amounts{Cost: 1})
-		if errors.Is(err, budget.ErrStoreUnavailable) {
-			return true
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Settle(bg, r, budget.Amounts{Cost: 0}); err != nil {
-			t.Fatal(err)
-		}
-		return false
-	}) {
-		t.Fatal("a leased store kept admitting for 5 s with Redis away")
-	}
-}
-
 // A frozen Redis (a stall: SIGSTOP keeps its data): requests go on being
 // admitted against the slices this instance holds — they are pending in
 // Redis, whatever the stall — until the slices are older than TTL/2; then

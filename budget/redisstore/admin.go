@@ -22,15 +22,18 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
 	defer cancel()
 	key := s.tag(partition) + "ceilings"
-	cmd := s.rdb.(redis.Cmdable)
 	var u int64
 	if !until.IsZero() {
 		u = until.UnixMicro()
 	}
-	err := s.do(func() error {
-		return ceilingScript.Run(ctx, cmd, []string{key}, bucket, amount, u, s.nowArg()).Err()
-	})
-	if err != nil {
+	// Marked (marks.go): a change Redis acknowledged and then lost in a
+	// failover is written again, not silently undone.
+	args := []any{bucket, amount, u, s.nowArg()}
+	if _, err := s.marks.run(ctx, partition, ceilingScript, []string{key}, args, s.send(ceilingScript),
+		func([]int64) []any { return args }); err != nil {
+		if isScriptError(err) {
+			return fmt.Errorf("redisstore: setting a ceiling: %w", err)
+		}
 		return unavailable("setting a ceiling", err)
 	}
 	if s.lease != nil {

@@ -212,3 +212,29 @@ func TestAFailoverFencesTheOrgUntilLostReservationsAreBack(t *testing.T) {
 		t.Fatalf("spent %d pending %d, want 8100 and nothing pending", spent, pending)
 	}
 }
+
+// A ceiling change finance made, acknowledged by a master whose replica
+// had not received it: after the failover the change is written again at
+// the instance's next check, not silently undone.
+func TestACeilingChangeLostInAFailoverIsWrittenAgain(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	rdb, follow := followingClient(t, master.Addr)
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Timeout: time.Second, SettleTimeout: time.Second})
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	pairs(t, e, team, 1, 1_000)
+	replica.WaitSynced(master)
+	master.Detach(replica)
+	if err := e.SetCeiling(bg, team, int64(300*budget.Dollar), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	failover(master, replica, follow)
+	if !testkit.WaitFor(10*time.Second, func() bool { return s.CheckMarks(bg, 0) == nil }) {
+		t.Fatal("the mark check never reached the promoted replica")
+	}
+	amount, _, ok, err := s.Override(bg, "acme", team.Bucket)
+	if err != nil || !ok || amount != int64(300*budget.Dollar) {
+		t.Fatalf("the ceiling after the failover: %d %v %v, want the $300 finance set", amount, ok, err)
+	}
+}

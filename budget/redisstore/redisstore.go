@@ -65,7 +65,7 @@ var (
 	paceScript    = redis.NewScript(paceLua)
 	resetScript   = redis.NewScript(resetLua)
 	raiseScript   = redis.NewScript(raiseLua)
-	ceilingScript = redis.NewScript(setCeilingLua)
+	ceilingScript = marked(setCeilingLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -237,4 +238,47 @@ func TestACeilingChangeLostInAFailoverIsWrittenAgain(t *testing.T) {
 	if err != nil || !ok || amount != int64(300*budget.Dollar) {
 		t.Fatalf("the ceiling after the failover: %d %v %v, want the $300 finance set", amount, ok, err)
 	}
+}
+
+// Redis's own bound on the loss: a master with min-replicas-to-write 1 and
+// min-replicas-max-lag 1 refuses writes once its replica has not
+// acknowledged for a second, so a failover can lose at most that second —
+// well within the replay window. The store reads the refusal as Redis
+// unavailable (503, fail closed), and after the failover the writes it
+// lost are replayed: the ceiling has every request.
+func TestMinReplicasBoundsWhatAFailoverLoses(t *testing.T) {
+	master := redistest.Start(t, "--min-replicas-to-write", "1", "--min-replicas-max-lag", "1")
+	replica := redistest.StartReplica(t, master)
+	rdb, follow := followingClient(t, master.Addr)
+	s := redisstore.New(rdb, redisstore.Options{Prefix: "tg", Timeout: time.Second, SettleTimeout: time.Second})
+	e := budget.NewEngine(s, time.Minute)
+	team := teamCeiling("acme", 100*budget.Dollar)
+	want := pairs(t, e, team, 5, 1_000)
+	replica.WaitSynced(master)
+	master.Detach(replica)
+	var err error
+	accepted := 0
+	if !testkit.WaitFor(10*time.Second, func() bool {
+		var r *budget.Reservation
+		r, _, err = e.Reserve(bg, []budget.Limit{team}, budget.Amounts{Cost: 2_000})
+		if err != nil {
+			return true
+		}
+		if _, err = e.Settle(bg, r, budget.Amounts{Cost: 1_000}); err != nil {
+			return true
+		}
+		want += 1_000
+		accepted++
+		return false
+	}) || !errors.Is(err, budget.ErrStoreUnavailable) || !strings.Contains(err.Error(), "NOREPLICAS") {
+		t.Fatalf("with its replica gone the master still took writes: %v", err)
+	}
+	failover(master, replica, follow)
+	if !testkit.WaitFor(10*time.Second, func() bool { return s.CheckMarks(bg, 0) == nil }) {
+		t.Fatal("the mark check never reached the promoted replica")
+	}
+	if spent, pending := spentOf(t, replica.Client(), "tg", team); spent != want || pending != 0 {
+		t.Fatalf("spent %d pending %d, want %d", spent, pending, want)
+	}
+	t.Logf("%d requests acknowledged after the replica's link was cut, before the master refused writes; %d writes replayed", accepted, s.LostWrites())
 }

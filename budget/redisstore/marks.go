@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,17 +26,14 @@ var markScript = redis.NewScript(`return tonumber(redis.call("HGET", KEYS[1], AR
 // checkScript writes nothing but the mark: a call that finds a loss.
 var checkScript = marked("return {}")
 
-// unfenceScript lifts a partition's fence (its budgets were rebuilt).
+// unfenceScript removes a field of a partition's meta hash: its fence (its
+// budgets were rebuilt), or an instance's mark (the instance stops).
 var unfenceScript = redis.NewScript(`return redis.call("HDEL", KEYS[1], ARGV[1])`)
 
 // marked frames a script's parts in mark.lua: the script then runs only
 // if Redis still holds every write it acknowledged to the calling instance.
 func marked(parts ...string) *redis.Script {
-	body := ""
-	for _, p := range parts {
-		body += p
-	}
-	return redis.NewScript(markLua + body + "\n" + markTailLua)
+	return redis.NewScript(markLua + strings.Join(parts, "") + "\n" + markTailLua)
 }
 
 // markField is an instance's mark in a partition's meta hash.
@@ -372,3 +370,23 @@ func (s *Store) LostPartitions() []string {
 // LostWrites counts the acknowledged writes Redis lost and this instance
 // replayed.
 func (s *Store) LostWrites() int64 { return s.lostWrites.Load() }
+
+// ForgetMarks removes this instance's marks from the orgs it wrote to, at
+// shutdown: a process's marks are of no use once it is gone, and each
+// start makes new ones.
+func (s *Store) ForgetMarks(ctx context.Context) error {
+	m := s.marks
+	m.mu.Lock()
+	parts := make([]string, 0, len(m.parts))
+	for p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		errs = append(errs, s.do(func() error {
+			return unfenceScript.Run(ctx, s.rdb, []string{s.tag(p) + "ceilings"}, m.field).Err()
+		}))
+	}
+	return errors.Join(errs...)
+}

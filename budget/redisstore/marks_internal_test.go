@@ -36,3 +36,24 @@ func TestACallThatFindsALossLeavesTheMark(t *testing.T) {
 		t.Fatalf("reply %v %v, want the new mark 5", raw, err)
 	}
 }
+
+// A store that stops removes its marks: each start makes new ones, and
+// the old would pile up in the orgs' meta hashes.
+func TestAStoppedInstanceForgetsItsMarks(t *testing.T) {
+	rdb := redistest.Start(t).Client()
+	s := New(rdb, Options{})
+	ctx := context.Background()
+	meta := s.tag("acme") + "ceilings"
+	if _, err := s.marks.run(ctx, "acme", checkScript, nil, nil, s.send(checkScript), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.HExists(ctx, meta, s.marks.field).Result(); !n {
+		t.Fatal("no mark after a marked call")
+	}
+	if err := s.ForgetMarks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.HExists(ctx, meta, s.marks.field).Result(); n {
+		t.Fatal("the mark is still there after ForgetMarks")
+	}
+}

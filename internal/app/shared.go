@@ -322,6 +322,14 @@ func (s *sharedStore) close() error {
 			s.log.Error("settlements left in the spool at shutdown; they are replayed at the next start", "count", left, "replayed", n)
 		}
 	}
+	if s.spool.Len() == 0 {
+		// Nothing of this process's is left to write: its marks go.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.store.ForgetMarks(ctx); err != nil {
+			s.log.Warn("removing this instance's write marks at shutdown", "err", err)
+		}
+		cancel()
+	}
 	if s.pg != nil {
 		s.pg.Close()
 	}

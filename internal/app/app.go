@@ -69,6 +69,9 @@ const keyRefreshInterval = time.Second
 // to PostgreSQL.
 const shipInterval = time.Second
 
+// alertGrace is how long shutdown waits for alerts still being sent.
+const alertGrace = 5 * time.Second
+
 // New wires a gateway for cfg.
 func New(cfg *config.Config, log *slog.Logger) (*App, error) {
 	if log == nil {
@@ -468,6 +471,7 @@ func (a *App) Background(ctx context.Context) (stop func()) {
 func (a *App) Close() error {
 	if a.gateway != nil {
 		a.gateway.Drain()
+		a.gateway.StopAlerts(alertGrace)
 	}
 	if a.stopTracing != nil {
 		// The spans of the last requests, settlements included.

@@ -28,7 +28,11 @@ type alerter struct {
 
 	mu    sync.Mutex
 	fired map[string]bool // this instance's memory of alerts already taken (by anyone)
-	wg    sync.WaitGroup
+
+	// The sends in flight, and what ends them at shutdown (StopAlerts).
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Alert is the webhook body: Slack's "text", plus the figures. Kind is
@@ -174,16 +178,29 @@ func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {
 }
 
 // send posts the alert to every webhook, retrying each up to five times
-// (1 s, 2 s, 4 s, 8 s apart).
+// (1 s, 2 s, 4 s, 8 s apart), until StopAlerts ends it.
 func (a *alerter) send(alert Alert) {
 	body, _ := json.Marshal(alert)
 	for _, url := range a.webhooks {
 		a.wg.Go(func() {
 			for attempt := range 5 {
 				if attempt > 0 {
-					time.Sleep(time.Second << (attempt - 1))
+					t := time.NewTimer(time.Second << (attempt - 1))
+					select {
+					case <-a.ctx.Done():
+						t.Stop()
+						a.g.log.Error("alert webhook not reached before shutdown", "attempts", attempt, "text", alert.Text)
+						return
+					case <-t.C:
+					}
 				}
-				resp, err := a.client.Post(url, "application/json", bytes.NewReader(body))
+				req, err := http.NewRequestWithContext(a.ctx, http.MethodPost, url, bytes.NewReader(body))
+				if err != nil {
+					a.g.log.Error("alert webhook", "err", err)
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := a.client.Do(req)
 				if err == nil {
 					resp.Body.Close()
 					if resp.StatusCode < 300 {
@@ -195,4 +212,24 @@ func (a *alerter) send(alert Alert) {
 			a.g.log.Error("alert webhook failed five times; giving up", "text", alert.Text)
 		})
 	}
+}
+
+// StopAlerts lets the alerts being sent finish for up to grace, then ends
+// those still retrying (each logged). Call it at shutdown, after the last
+// settlement.
+func (g *Gateway) StopAlerts(grace time.Duration) {
+	a := g.alerts
+	if a == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	a.cancel()
+	<-done
 }

@@ -212,3 +212,51 @@ func TestRunTimeKeys(t *testing.T) {
 		t.Fatalf("revoking a config key: %v", err)
 	}
 }
+
+// An alert still being retried at shutdown: StopAlerts waits for it up to
+// its grace, then ends it, and returns once no send is left; an alert
+// whose webhook answers within the grace is delivered first. Before,
+// retries slept on their own, untracked, and outlived the gateway.
+func TestShutdownWaitsForAlertsThenEndsThem(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		failFirst int // answers that fail before one succeeds (-1: all fail)
+		grace     time.Duration
+		delivered bool
+	}{
+		{"a webhook that answers on the second try is waited for", 1, 5 * time.Second, true},
+		{"a webhook that never answers is given up on at the grace", -1, 200 * time.Millisecond, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls, ok atomic.Int64
+			hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := calls.Add(1)
+				if c.failFirst < 0 || n <= int64(c.failFirst) {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				ok.Add(1)
+			}))
+			defer hook.Close()
+			f := newFixture(t, setup{teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$0.001", period: month}`,
+				top: `alerts: {thresholds: [50], webhooks: ["` + hook.URL + `"]}`})
+			f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+				return jsonAnswer(r, 200, chatJSON(8, 100)), nil
+			})
+			for i := range 3 { // 208 µ$ each: past 50 % at the third, an alert
+				if o := f.chat(fullKey, hello); o.err != nil {
+					t.Fatalf("request %d: %v", i, o.err)
+				}
+			}
+			f.gw.Drain()
+			start := time.Now()
+			f.gw.StopAlerts(c.grace)
+			if took := time.Since(start); c.failFirst < 0 && took > c.grace+2*time.Second {
+				t.Fatalf("StopAlerts took %v with a grace of %v", took, c.grace)
+			}
+			if got := ok.Load() == 1; got != c.delivered || calls.Load() == 0 {
+				t.Fatalf("delivered %v after %d calls, want %v", got, calls.Load(), c.delivered)
+			}
+		})
+	}
+}

@@ -167,6 +167,7 @@ func New(c *config.Config, opts Options) (*Gateway, error) {
 	if len(c.Alerts.Webhooks) > 0 {
 		g.alerts = &alerter{g: g, thresholds: c.Alerts.Thresholds, webhooks: c.Alerts.Webhooks, pending: c.Alerts.IncludePending,
 			client: &http.Client{Timeout: 10 * time.Second}, fired: map[string]bool{}}
+		g.alerts.ctx, g.alerts.cancel = context.WithCancel(context.Background())
 	}
 	return g, nil
 }

@@ -329,7 +329,11 @@ func TestRoutesDegradeAsConfigured(t *testing.T) {
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // Three instances send as fast as they can through one upstream limited to
-// 40 requests a second: together they keep to it, second by second.
+// 40 requests a second: together they keep to it. Over ten seconds of
+// steady state the upstream gets the rate within 5 % (a load-independent
+// count: the pacer hands out slots on Redis's clock); a single second may
+// see more when a busy machine delivers late a few requests whose slots
+// fell in the second before, so it is held to the rate plus a quarter.
 func TestDistributedPacing(t *testing.T) {
 	const rate = 40
 	srv := redistest.Start(t)
@@ -367,10 +371,15 @@ func TestDistributedPacing(t *testing.T) {
 		}
 	}
 	t.Logf("upstream requests per second: %v", counts)
+	total := 0
 	for k, n := range counts {
-		if n < rate*95/100 || n > rate*105/100 {
-			t.Fatalf("second %d saw %d requests, want %d ± 5%% (all: %v)", k, n, rate, counts)
+		total += n
+		if n > rate*125/100 {
+			t.Fatalf("second %d saw %d requests, want at most %d (all: %v)", k, n, rate*125/100, counts)
 		}
+	}
+	if total < 10*rate*95/100 || total > 10*rate*105/100 {
+		t.Fatalf("ten seconds saw %d requests, want %d ± 5%% (per second: %v)", total, 10*rate, counts)
 	}
 }
 

@@ -28,12 +28,18 @@ func AlertClaimTTL(l budget.Limit, now time.Time) time.Duration {
 	return budget.PeriodEnd(l.Period, now, l.Location).Sub(now) + 24*time.Hour
 }
 
-// AlertClaims are the claims of budget l's thresholds in period: resetting
-// the period gives them back, so its alerts fire again.
+// BlockedAlertID names budget l's "blocked" alert in period: a request
+// refused for want of room that no output cap made fit. It goes out once a
+// period, like a threshold's (threshold 0 is none's).
+func BlockedAlertID(l budget.Limit, period string) string { return AlertID(l, period, 0) }
+
+// AlertClaims are the claims of budget l's thresholds and of its blocked
+// alert in period: resetting the period gives them back, so its alerts
+// fire again.
 func AlertClaims(l budget.Limit, period string, thresholds []int64) []string {
-	out := make([]string, len(thresholds))
-	for i, th := range thresholds {
-		out[i] = AlertClaim(AlertID(l, period, th))
+	out := make([]string, 0, len(thresholds)+1)
+	for _, th := range thresholds {
+		out = append(out, AlertClaim(AlertID(l, period, th)))
 	}
-	return out
+	return append(out, AlertClaim(BlockedAlertID(l, period)))
 }

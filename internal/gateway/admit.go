@@ -174,10 +174,12 @@ func (g *Gateway) reserve(ctx context.Context, cl *Call) (budget.Result, error) 
 			g.observeBudgets(cl, refused.Result)
 		}
 		// (The one log line of the refusal is the HTTP adapter's.)
+		out := g.refusalOf(cl, refused)
 		if budget.IsBudgetRefusal(err) {
 			g.alerts.refused(ctx, cl, refused)
+			g.alerts.blocked(ctx, cl, refused, out.Fit)
 		}
-		return res, g.refusalOf(cl, refused)
+		return res, out
 	}
 	if !errors.Is(err, budget.ErrStoreUnavailable) {
 		cl.outcome = "error"

@@ -164,6 +164,60 @@ func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budge
 	}
 }
 
+// blocked fires, once a period, the budget that refused cl for want of
+// room when no output cap made it fit (fit 0; -1 on a paid route, whose
+// requests have no cap): what is left of it is smaller than such a request
+// at its smallest, so the team is refused though no threshold may have
+// been reached.
+func (a *alerter) blocked(ctx context.Context, cl *Call, e *budget.RefusedError, fit int64) {
+	if a == nil || fit > 0 || !errors.Is(e, budget.ErrOverBudget) {
+		return
+	}
+	l, d := e.Limit, e.Result.Decider
+	if l.Kind != budget.Ceiling || l.Shadow || d < 0 || d >= len(e.Result.Status) {
+		return
+	}
+	key := ""
+	switch l.Scope {
+	case budget.ScopeOrg, budget.ScopeTeam:
+	case budget.ScopeKey:
+		key = cl.principal.Key
+	default:
+		return
+	}
+	s := e.Result.Status[d]
+	period := budget.PeriodID(l.Period, a.g.now(), l.Location)
+	id := policy.BlockedAlertID(l, period)
+	a.mu.Lock()
+	done := a.fired[id]
+	a.fired[id] = true
+	a.mu.Unlock()
+	if done || !a.take(ctx, l, id) {
+		return
+	}
+	if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
+		a.g.log.Warn("counting a fired alert for the finance page", "err", err)
+	}
+	owner := cl.principal.Org + "/" + cl.principal.Team
+	if key != "" {
+		owner += " key " + key
+	}
+	need := cl.estimate.Of(l.Unit)
+	alert := Alert{Kind: "blocked", Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
+		Used: s.Spent, Limit: s.Capacity, Unit: l.Unit.String(), Basis: "settled", Key: key,
+		Text: fmt.Sprintf("Tollgate: %s budget %q of %s is blocked for %s: %s of %s is left, less than a request needed at its smallest (%s). Requests like it are being refused.",
+			l.Scope, l.Name, owner, period, l.Format(s.Remaining), l.Format(s.Capacity), l.Format(need))}
+	if fit == 0 {
+		// An LLM request: the estimate includes its output cap; its input
+		// alone did not fit.
+		alert.Text = fmt.Sprintf("Tollgate: %s budget %q of %s is blocked for %s: %s of %s is left, and a request of %s did not fit with any output cap. Requests like it are being refused.",
+			l.Scope, l.Name, owner, period, l.Format(s.Remaining), l.Format(s.Capacity), l.Format(need))
+	}
+	a.g.metrics.Alerts.WithLabelValues(alert.Scope, alert.Team, l.Name, "blocked").Inc()
+	a.g.log.Warn("budget blocked: what is left fits no request", "scope", alert.Scope, "team", alert.Team, "budget", l.Name, "period", period)
+	a.send(alert)
+}
+
 // take claims an alert for this instance: a claim in the store that
 // stands for the period; every other instance is refused it.
 func (a *alerter) take(ctx context.Context, l budget.Limit, id string) bool {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,4 +260,50 @@ func TestShutdownWaitsForAlertsThenEndsThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A budget with room left, but less than a request needs at its smallest,
+// refuses every such request though no threshold was reached: finance gets
+// a "blocked" alert, once a period. Before, nothing fired.
+func TestABlockedBudgetAlertsOnce(t *testing.T) {
+	hooks := make(chan gateway.Alert, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var a gateway.Alert
+		_ = json.NewDecoder(r.Body).Decode(&a)
+		hooks <- a
+	}))
+	defer hook.Close()
+	// 4 requests of 208 µ$ leave 5 µ$: less than a request's input.
+	f := newFixture(t, setup{teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "837 µ$", period: month}`,
+		top: `alerts: {thresholds: [100], webhooks: ["` + hook.URL + `"]}`})
+	f.up.set(func(r *http.Request, _ []byte) (*http.Response, error) {
+		return jsonAnswer(r, 200, chatJSON(8, 100)), nil
+	})
+	served, blocked := 0, 0
+	for i := range 8 {
+		o := f.chat(fullKey, hello)
+		switch {
+		case o.err == nil:
+			served++
+		case errors.Is(o.err, budget.ErrOverBudget):
+			blocked++
+		default:
+			t.Fatalf("request %d: %v", i, o.err)
+		}
+	}
+	f.gw.Drain()
+	f.gw.StopAlerts(5 * time.Second)
+	close(hooks)
+	var got []gateway.Alert
+	for a := range hooks {
+		got = append(got, a)
+	}
+	if served == 0 || blocked < 2 {
+		t.Fatalf("%d served, %d refused for want of room: the budget was never blocked twice", served, blocked)
+	}
+	if len(got) != 1 || got[0].Kind != "blocked" || got[0].Team != "ml" || got[0].Budget != "usd-month" || got[0].Limit != 837 ||
+		!strings.Contains(got[0].Text, "is blocked") {
+		t.Fatalf("alerts %+v, want one blocked alert", got)
+	}
+	t.Logf("%d served, %d refused; the alert: %s", served, blocked, got[0].Text)
 }

@@ -214,6 +214,18 @@ func (e *Engine) SetCeiling(ctx context.Context, l Limit, amount int64, until ti
 	return nil
 }
 
+// Lapse ends the run-time change in force on budget l now (Admin.Lapse).
+func (e *Engine) Lapse(ctx context.Context, l Limit) (bool, error) {
+	if l.Kind != Ceiling {
+		return false, fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
+	}
+	ok, err := e.store.Lapse(ctx, l.Partition, l.Bucket)
+	if err != nil {
+		return false, fmt.Errorf("ending a change of %s: %w", l.Bucket, err)
+	}
+	return ok, nil
+}
+
 // Claim takes name in partition for ttl, for every instance sharing the
 // store: true if this call took it (Claims.Claim).
 func (e *Engine) Claim(ctx context.Context, partition, name string, ttl time.Duration) (bool, error) {

@@ -41,6 +41,11 @@ type Admin interface {
 	// until is zero; then the configured amount is back. A negative amount
 	// removes the override now.
 	SetCeiling(ctx context.Context, partition, bucket string, amount int64, until time.Time) error
+	// Lapse ends the run-time change in force on bucket now: what it
+	// would have lapsed to — an earlier change still lasting, else the
+	// configured amount — is back (an unfreeze). ok is false if no change
+	// was in force.
+	Lapse(ctx context.Context, partition, bucket string) (ok bool, err error)
 	// Override reads the run-time ceiling in force on a Ceiling bucket:
 	// its amount and expiry (zero: none); ok is false if there is none or
 	// it has lapsed.

@@ -556,6 +556,45 @@ func (s *Store) setCeilingLocked(bucket string, amount int64, until time.Time, n
 	}
 }
 
+// Lapse implements budget.Admin.
+func (s *Store) Lapse(ctx context.Context, partition, bucket string) (bool, error) {
+	now := s.now().UnixMicro()
+	s.mu.Lock()
+	st := &s.state
+	_, _, ok := st.effective(bucket, now)
+	if ok {
+		// What the change in force lapses to, still lasting, comes back.
+		var next []overrideStep
+		for _, p := range st.previous[bucket] {
+			if p.Until == 0 || now < p.Until {
+				next = append(next, p)
+			}
+		}
+		if u, temporary := st.until[bucket]; temporary && now >= u {
+			// The head had lapsed already: the one in force is next[0].
+			if len(next) > 0 {
+				next = next[1:]
+			}
+		}
+		delete(st.override, bucket)
+		delete(st.until, bucket)
+		delete(st.previous, bucket)
+		if len(next) > 0 {
+			st.override[bucket] = next[0].Amount
+			if next[0].Until != 0 {
+				st.until[bucket] = next[0].Until
+			}
+			if len(next) > 1 {
+				st.previous[bucket] = next[1:]
+			}
+		}
+		st.noteOverride(bucket)
+	}
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return ok, s.durable(p)
+}
+
 // Override implements budget.Admin.
 func (s *Store) Override(ctx context.Context, partition, bucket string) (int64, time.Time, bool, error) {
 	now := s.now().UnixMicro()

@@ -45,6 +45,25 @@ func (s *Store) SetCeiling(ctx context.Context, partition, bucket string, amount
 	return nil
 }
 
+// Lapse implements budget.Admin: one script (lapse.lua), marked like a
+// ceiling change.
+func (s *Store) Lapse(ctx context.Context, partition, bucket string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	args := []any{bucket, s.nowArg()}
+	raw, err := s.marks.run(ctx, partition, lapseScript, []string{s.tag(partition) + "ceilings"}, args, s.send(lapseScript),
+		func([]int64) []any { return args })
+	if err != nil {
+		return false, unavailable("ending a ceiling change", err)
+	}
+	if s.lease != nil {
+		if err := s.lease.flush(ctx, partition, nil); err != nil {
+			return false, err
+		}
+	}
+	return len(raw) == 1 && raw[0] == 1, nil
+}
+
 // Override implements budget.Admin: one HGET, judged by this process's
 // clock (or Options.Now); the scripts judge by Redis's, so around the
 // expiry the two may disagree for the clock skew.

@@ -56,6 +56,8 @@ var (
 	raiseLua string
 	//go:embed setceiling.lua
 	setCeilingLua string
+	//go:embed lapse.lua
+	lapseLua string
 
 	reserveScript = marked(kindsLua, overrideLua, reserveLua)
 	settleScript  = marked(kindsLua, settleLua)
@@ -66,6 +68,7 @@ var (
 	resetScript   = redis.NewScript(resetLua)
 	raiseScript   = redis.NewScript(raiseLua)
 	ceilingScript = marked(setCeilingLua)
+	lapseScript   = marked(lapseLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's

@@ -172,6 +172,55 @@ func temporaryOverAnOverride(t *testing.T, s budget.Backend, c *Clock) {
 	capacity(90*budget.Dollar, "a permanent change over a temporary one")
 }
 
+// lapseAChange: a freeze is a change with no end over what was in force;
+// Lapse ends it and what it lapsed to is back — a permanent $300, or a
+// temporary top-up still lasting, or the configured amount; with nothing
+// in force it says so.
+func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	capacity := func(want budget.Money, when string) {
+		t.Helper()
+		st, err := s.Peek(ctx, []budget.Limit{team})
+		if err != nil || st[0].Capacity != int64(want) {
+			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
+		}
+	}
+	set := func(amount budget.Money, d time.Duration) {
+		t.Helper()
+		var until time.Time
+		if d > 0 {
+			until = c.Now().Add(d)
+		}
+		if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(amount), until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lapse := func(want bool) {
+		t.Helper()
+		if ok, err := s.Lapse(ctx, team.Partition, team.Bucket); err != nil || ok != want {
+			t.Fatalf("lapse: %v %v, want %v", ok, err, want)
+		}
+	}
+	forever := 100 * 365 * 24 * time.Hour
+	lapse(false) // nothing in force
+	set(300*budget.Dollar, 0)
+	set(0, forever) // frozen
+	capacity(0, "frozen")
+	lapse(true)
+	capacity(300*budget.Dollar, "unfrozen: the permanent $300 back")
+
+	set(50*budget.Dollar, time.Hour)
+	set(0, forever)
+	c.Advance(30 * time.Minute)
+	lapse(true)
+	capacity(50*budget.Dollar, "unfrozen within a top-up: the top-up back")
+	c.Advance(time.Hour)
+	capacity(300*budget.Dollar, "the top-up lapsed as it would have")
+	lapse(true)
+	capacity(10*budget.Dollar, "the permanent change ended: the configured amount")
+	lapse(false)
+}
+
 func runtimeCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"spend past the ceiling is reported as it is", spendPastTheCeiling},
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"a temporary change lapses to what was in force before it", temporaryOverAnOverride},
+		{"a change in force can be ended at once (an unfreeze)", lapseAChange},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"raising a period's spend never lowers it", raiseSpent},
 		{"a meter counts settled and swept spend and never refuses", meters},

@@ -362,10 +362,11 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ceiling set", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org, team, key, name := budgetFlags(fs)
-	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), signed ("+$100", "-$50") to add to the amount in force, or "reset"`)
+	amount := fs.String("amount", "", `new amount: "$1,200.50", "1200.50 USD" or "1200.50" (a bare integer is refused: say "$1200" or "1200 µ$"), signed ("+$100", "-$50") to add to the amount in force, "reset", or "freeze" (zero until "unfreeze", which brings back what was in force before)`)
 	dur := fs.String("for", "", `a temporary change: how long it lasts ("72h")`)
 	until := fs.String("until", "", `a temporary change: when it lapses (RFC 3339, or "period_end")`)
 	yes := fs.Bool("yes", false, "go ahead with a cut below this period's spend or by more than half")
+	reason := fs.String("reason", "", "why: kept in the audit trail and the statement")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -378,7 +379,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 		Until     *time.Time `json:"until"`
 	}
 	err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
-		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until, "confirm": *yes}, &out)
+		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until, "confirm": *yes, "reason": *reason}, &out)
 	var refused *apiError
 	if errors.As(err, &refused) && refused.Code == "confirmation_required" {
 		return errors.New(strings.Replace(refused.Message, `Send it again with "confirm": true (tollgate ceiling set --yes)`, "Run it again with --yes", 1))

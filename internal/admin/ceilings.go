@@ -23,7 +23,8 @@ import (
 // "reset" to go back to the configured one — for good, or until an RFC 3339
 // time or for a duration ("72h"), after which what was in force before it
 // is back (an earlier run-time change still lasting, else the configured
-// amount).
+// amount). "freeze" sets it to zero until "unfreeze", which brings back
+// what was in force before the freeze.
 type ceilingChange struct {
 	Org    string `json:"org"`
 	Team   string `json:"team"`
@@ -111,6 +112,15 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 	if err != nil {
 		return CeilingResult{}, err
 	}
+	switch req.Amount {
+	case "freeze":
+		if req.Until != "" || req.For != "" {
+			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_expiry", "A freeze lasts until it is unfrozen: send it without until or for.")
+		}
+		return a.freeze(ctx, who, l, old[0], req)
+	case "unfreeze":
+		return a.unfreeze(ctx, who, l, old[0], req)
+	}
 	// A relative amount ("+$100", "-$50") is added to the amount in force
 	// now: a top-up without working out the figure.
 	sign, text := int64(0), req.Amount
@@ -173,6 +183,66 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 		return CeilingResult{}, err
 	}
 	return CeilingResult{Budget: l.Bucket, Unit: l.Unit.String(), Old: old[0].Capacity, New: now[0].Capacity, Remaining: now[0].Remaining, Until: change.Until}, nil
+}
+
+// frozenUntil is when a freeze lapses: never, in practice. A freeze is a
+// temporary change of zero that lasts until it is unfrozen, so the store
+// keeps what was in force before it to come back then.
+var frozenUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// isFrozen tells a freeze among the run-time changes: zero, until
+// frozenUntil.
+func isFrozen(amount int64, until time.Time) bool { return amount == 0 && until.Equal(frozenUntil) }
+
+// freeze sets l to zero until unfrozen: confirmed (it cuts below what is
+// used), audited with its reason.
+func (a *API) freeze(ctx context.Context, who string, l budget.Limit, was budget.Status, req ceilingChange) (CeilingResult, error) {
+	if amount, until, ok, err := a.engine.Override(ctx, l); err != nil {
+		return CeilingResult{}, err
+	} else if ok && isFrozen(amount, until) {
+		return CeilingResult{}, refuse(http.StatusConflict, "already_frozen", l.Name+" is frozen already.")
+	}
+	if r := needsConfirming(l, was, 0); r != nil && !req.Confirm {
+		return CeilingResult{}, r
+	}
+	if err := a.engine.SetCeiling(ctx, l, 0, frozenUntil); err != nil {
+		return CeilingResult{}, err
+	}
+	return a.changed(ctx, who, l, was, "freeze", req.Reason, nil)
+}
+
+// unfreeze ends a freeze: what was in force before it is back.
+func (a *API) unfreeze(ctx context.Context, who string, l budget.Limit, was budget.Status, req ceilingChange) (CeilingResult, error) {
+	amount, until, ok, err := a.engine.Override(ctx, l)
+	if err != nil {
+		return CeilingResult{}, err
+	}
+	if !ok || !isFrozen(amount, until) {
+		return CeilingResult{}, refuse(http.StatusConflict, "not_frozen", l.Name+" is not frozen.")
+	}
+	if _, err := a.engine.Lapse(ctx, l); err != nil {
+		return CeilingResult{}, err
+	}
+	var back *time.Time
+	if _, u, ok, err := a.engine.Override(ctx, l); err == nil && ok && !u.IsZero() {
+		back = &u
+	}
+	return a.changed(ctx, who, l, was, "unfreeze", req.Reason, back)
+}
+
+// changed audits a change of l made by who and answers it.
+func (a *API) changed(ctx context.Context, who string, l budget.Limit, was budget.Status, action, reason string, until *time.Time) (CeilingResult, error) {
+	now, err := a.engine.Peek(ctx, []budget.Limit{l})
+	if err != nil {
+		return CeilingResult{}, err
+	}
+	change := auditEntry{Time: a.now().UTC(), Who: who, Action: action, Target: l.Bucket, Old: was.Capacity, New: now[0].Capacity,
+		Reason: strings.TrimSpace(reason), Until: until}
+	if err := a.record(ctx, change); err != nil {
+		a.log.Error("writing the audit trail", "err", err)
+		return CeilingResult{}, err
+	}
+	return CeilingResult{Budget: l.Bucket, Unit: l.Unit.String(), Old: was.Capacity, New: now[0].Capacity, Remaining: now[0].Remaining, Until: until}, nil
 }
 
 // needsConfirming is the refusal of a cut that must be confirmed — below
@@ -325,6 +395,8 @@ type CeilingView struct {
 	Overridden bool   `json:"overridden"`
 	// OverrideUntil is when a temporary override lapses.
 	OverrideUntil *time.Time `json:"override_until,omitempty"`
+	// Frozen: the change in force is a freeze, until unfrozen.
+	Frozen bool `json:"frozen"`
 	// Used is the period's settled spend plus what reservations in
 	// flight hold, as it is: past InForce when the spend went past the
 	// ceiling (an upstream billed more than was reserved, or the ceiling
@@ -371,14 +443,14 @@ func (a *API) ceilingViews(ctx context.Context, limits []budget.Limit) ([]Ceilin
 	out := make([]CeilingView, len(limits))
 	for i, l := range limits {
 		s := statuses[i]
-		_, until, overridden, err := a.engine.Override(ctx, l)
+		amount, until, overridden, err := a.engine.Override(ctx, l)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = CeilingView{Budget: l.Bucket, Name: l.Name, Unit: l.Unit.String(), Period: l.Period.String(), TimeZone: l.Location.String(),
-			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden,
+			Configured: l.Amount, InForce: s.Capacity, Overridden: overridden, Frozen: overridden && isFrozen(amount, until),
 			Used: s.Used(), Remaining: s.Remaining, ResetsAt: now.Add(s.ResetAfter).Round(time.Second).In(l.Location)}
-		if !until.IsZero() {
+		if !until.IsZero() && !out[i].Frozen {
 			u := until.UTC()
 			out[i].OverrideUntil = &u
 		}

@@ -57,13 +57,18 @@ func back(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/admin/?"+q.Encode())
 }
 
-// formCeiling sets a ceiling, or puts the configured one back
-// (action=restore); a cut the rule asks about is shown for confirmation.
+// formCeiling sets a ceiling, puts the configured one back
+// (action=restore), freezes or unfreezes it; a cut the rule asks about is
+// shown for confirmation.
 func (a *API) formCeiling(c echo.Context) error {
 	req := ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name"),
-		Amount: strings.TrimSpace(c.FormValue("amount")), For: strings.TrimSpace(c.FormValue("for")), Confirm: c.FormValue("confirm") == "yes"}
-	if c.FormValue("action") == "restore" {
+		Amount: strings.TrimSpace(c.FormValue("amount")), For: strings.TrimSpace(c.FormValue("for")), Confirm: c.FormValue("confirm") == "yes",
+		Reason: strings.TrimSpace(c.FormValue("reason"))}
+	switch c.FormValue("action") {
+	case "restore":
 		req.Amount = "reset"
+	case "freeze", "unfreeze":
+		req.Amount = c.FormValue("action")
 	}
 	if u := strings.TrimSpace(c.FormValue("until")); u != "" {
 		// A date from the form's date field: the change lapses as that

@@ -293,3 +293,49 @@ func TestFinanceFormReachesEveryInstanceOnRedis(t *testing.T) {
 		t.Fatalf("the revoked key through the other instance: %d %s", served, body)
 	}
 }
+
+// Finance freezes a team from the page — confirmed, with a reason — over a
+// permanent $300 the team had; requests are refused; then unfreezes it,
+// and the $300 is back, not the configured $10. Both changes are in the
+// audit trail with who and why.
+func TestFreezeAndUnfreezeInChromium(t *testing.T) {
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
+		topExtra: `admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo-page") + `", role: finance}]` + "\n" +
+			"audit_path: " + filepath.Join(t.TempDir(), "audit.jsonl") + "\n",
+	})
+	if status, body := adminCall(t, "PUT", h.url+"/admin/v1/ceilings", "tg-cfo-page", `{"org":"acme","team":"ml","name":"usd-month","amount":"$300"}`); status != 200 {
+		t.Fatalf("a permanent $300: %d %s", status, body)
+	}
+	if status, _, body, err := send(http.DefaultClient, h.url, chatBody(1, false)); err != nil || status != 200 {
+		t.Fatalf("before the freeze: %d %s %v", status, body, err)
+	}
+	b := browser(t)
+	row := `tr[data-budget="team:acme/ml:usd-month"]`
+	do(t, b, "open the team", chromedp.Navigate(h.url+"/admin/?token=tg-cfo-page&team=acme/ml"), chromedp.WaitVisible(row+` button[value=freeze]`))
+	do(t, b, "freeze", chromedp.SetValue(row+` input[name=reason]`, "audit of project X"), chromedp.Click(row+` button[value=freeze]`), chromedp.WaitVisible("#confirm-why"))
+	do(t, b, "confirm", chromedp.Click(`#confirm button`), chromedp.WaitVisible(row+` button[value=unfreeze]`))
+	if got := text(t, b, row+` .frozen`); got != "(frozen)" {
+		t.Fatalf("the row says %q", got)
+	}
+	if in, _ := attrOf(t, b, row, "data-in-force"); in != "0" {
+		t.Fatalf("in force while frozen: %s", in)
+	}
+	if status, _, body, err := send(http.DefaultClient, h.url, chatBody(2, false)); err != nil || !budgetRefused(status, body) {
+		t.Fatalf("a request while frozen: %d %s %v", status, body, err)
+	}
+	do(t, b, "unfreeze", chromedp.SetValue(row+` input[name=reason]`, "audit done"), chromedp.Click(row+` button[value=unfreeze]`), chromedp.WaitVisible(row+` button[value=freeze]`))
+	if in, _ := attrOf(t, b, row, "data-in-force"); in != "300000000" {
+		t.Fatalf("in force after the unfreeze: %s, want the $300 from before the freeze", in)
+	}
+	if status, _, body, err := send(http.DefaultClient, h.url, chatBody(3, false)); err != nil || status != 200 {
+		t.Fatalf("after the unfreeze: %d %s %v", status, body, err)
+	}
+	_, trail := adminCall(t, "GET", h.url+"/admin/v1/audit", "tg-cfo-page", "")
+	for _, want := range []string{`"action":"freeze","target":"team:acme/ml:usd-month","old":300000000,"new":0`, `"reason":"audit of project X"`,
+		`"action":"unfreeze","target":"team:acme/ml:usd-month","old":0,"new":300000000`, `"reason":"audit done"`} {
+		if !strings.Contains(trail, want) {
+			t.Fatalf("the audit trail lacks %s:\n%s", want, trail)
+		}
+	}
+}

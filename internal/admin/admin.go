@@ -160,6 +160,7 @@ func OpenAPI() []byte { return openAPI }
 func (a *API) Mount(e *echo.Echo) {
 	e.GET("/admin/v1/openapi.json", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/json", openAPI) })
 	e.GET("/admin/", a.page, a.authenticate, a.allow("admin", "finance", "viewer"))
+	e.GET("/admin/audit", a.auditPage, a.authenticate, a.allow("admin", "finance"))
 	a.mountForms(e)
 	g := e.Group("/admin/v1", a.authenticate)
 	g.GET("/reports", a.reports, a.allow("admin", "finance", "viewer"))

@@ -118,9 +118,11 @@ type pageData struct {
 	Viewer, Role      string
 	CanEdit, CanKeys  bool
 	CSRF              string
-	Notice            string
-	Changed           bool
-	Generated         time.Time
+	// AuditOrgs are the orgs whose change pages the caller may read.
+	AuditOrgs []string
+	Notice    string
+	Changed   bool
+	Generated time.Time
 }
 
 // page answers GET /admin/: the month's overview, or with team=org/team
@@ -159,6 +161,13 @@ func (a *API) page(c echo.Context) error {
 	}
 	if err := a.fillPage(ctx, t, &d, start, now); err != nil {
 		return err
+	}
+	if d.CanEdit {
+		for _, o := range a.config().Orgs {
+			if d.Team == "" || strings.HasPrefix(d.Team, o.ID+"/") {
+				d.AuditOrgs = append(d.AuditOrgs, o.ID)
+			}
+		}
 	}
 	return render(c, http.StatusOK, "page", d)
 }
@@ -418,15 +427,54 @@ func render(c echo.Context, status int, name string, d any) error {
 	return pageTmpl.ExecuteTemplate(c.Response(), name, d)
 }
 
+// auditPage answers GET /admin/audit?org=O: every change of the org —
+// ceilings, freezes, resets, keys — newest first, with who made it and
+// why, its amounts in each budget's unit. For admins and finance, as the
+// audit trail is.
+func (a *API) auditPage(c echo.Context) error {
+	org := c.QueryParam("org")
+	var o *config.Org
+	for i := range a.config().Orgs {
+		if a.config().Orgs[i].ID == org {
+			o = &a.config().Orgs[i]
+		}
+	}
+	if o == nil {
+		return fail(c, http.StatusNotFound, "not_found", "No such org: give ?org=.")
+	}
+	trail, err := a.trail.List(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	limits, _, _ := a.budgets(org, "", "")
+	for _, team := range o.Teams {
+		tl, _, _ := a.budgets(org, team.ID, "")
+		limits = append(limits, tl...)
+		for _, k := range team.Keys {
+			kl, _, _ := a.budgets(org, team.ID, k.ID)
+			limits = append(limits, kl...)
+		}
+	}
+	rows := changesOf(trail, limits, org+"/", -1)
+	return render(c, http.StatusOK, "audit", map[string]any{"Org": org, "Rows": rows})
+}
+
 // history is the newest 50 changes of limits in the trail, their amounts
 // in each limit's unit.
 func history(trail []auditEntry, limits []budget.Limit) []historyRow {
+	return changesOf(trail, limits, "", 50)
+}
+
+// changesOf are the changes in the trail of limits — and, with keys a
+// prefix ("acme/"), of the keys it starts — newest first, at most n (-1:
+// all), their amounts in each limit's unit.
+func changesOf(trail []auditEntry, limits []budget.Limit, keys string, n int) []historyRow {
 	byBucket := map[string]budget.Limit{}
 	for _, l := range limits {
 		byBucket[l.Bucket] = l
 	}
 	var out []historyRow
-	for i := len(trail) - 1; i >= 0 && len(out) < 50; i-- {
+	for i := len(trail) - 1; i >= 0 && (n < 0 || len(out) < n); i-- {
 		e := trail[i]
 		bucket := e.Target
 		if e.Action == "reset_period" {
@@ -434,6 +482,9 @@ func history(trail []auditEntry, limits []budget.Limit) []historyRow {
 		}
 		l, ok := byBucket[bucket]
 		if !ok {
+			if keys != "" && (e.Action == "create_key" || e.Action == "revoke_key") && strings.HasPrefix(e.Target, keys) {
+				out = append(out, historyRow{auditEntry: e})
+			}
 			continue
 		}
 		row := historyRow{auditEntry: e}

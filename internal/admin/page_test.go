@@ -425,3 +425,49 @@ orgs: [{id: acme, teams: [{id: ml}]}]
 		t.Fatalf("n=0: %d", rec.Code)
 	}
 }
+
+// The org's changes on one page: every team's and the org's, with who and
+// why, newest first — not another org's; for finance and admins only.
+func TestTheOrgsChangesOnOnePage(t *testing.T) {
+	p := newFinancePage(t)
+	put := func(body string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tg-cfo")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		p.e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, rec.Code, rec.Body)
+		}
+	}
+	put(`{"org":"acme","team":"ml","name":"usd-month","amount":"$900","reason":"Q4 launch"}`)
+	put(`{"org":"acme","team":"search","name":"usd-month","amount":"freeze","confirm":true,"reason":"runaway crawler"}`)
+	put(`{"org":"berlin","team":"ops","name":"usd-month","amount":"$120","reason":"not acme's"}`)
+	rec := p.do(http.MethodGet, "/admin/audit?org=acme", "tg-cfo", true, nil)
+	page := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, page)
+	}
+	freeze, set := strings.Index(page, `data-action="freeze"`), strings.Index(page, `data-action="set_ceiling"`)
+	if freeze < 0 || set < 0 || freeze > set {
+		t.Fatalf("want the freeze, then (older) the $900:\n%s", page)
+	}
+	for _, want := range []string{"runaway crawler", "Q4 launch", "$800.00", "$900.00", "cfo"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "not acme's") {
+		t.Fatal("another org's change on acme's page")
+	}
+	if rec := p.do(http.MethodGet, "/admin/audit?org=acme", "tg-viewer", true, nil); rec.Code != http.StatusForbidden {
+		t.Fatalf("a viewer: %d", rec.Code)
+	}
+	if rec := p.do(http.MethodGet, "/admin/audit?org=nope", "tg-cfo", true, nil); rec.Code != http.StatusNotFound {
+		t.Fatalf("an unknown org: %d", rec.Code)
+	}
+	if main := p.do(http.MethodGet, "/admin/", "tg-cfo", true, nil).Body.String(); !strings.Contains(main, `href="/admin/audit?org=acme"`) {
+		t.Fatal("no link to the org's changes on the page")
+	}
+}

@@ -296,8 +296,8 @@ func TestFinanceFormReachesEveryInstanceOnRedis(t *testing.T) {
 
 // Finance freezes a team from the page — confirmed, with a reason — over a
 // permanent $300 the team had; requests are refused; then unfreezes it,
-// and the $300 is back, not the configured $10. Both changes are in the
-// audit trail with who and why.
+// and the $300 is back, not the configured $10. Both changes are on the
+// org's page of changes and in the audit trail, with who and why.
 func TestFreezeAndUnfreezeInChromium(t *testing.T) {
 	h := startWith(t, setup{
 		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
@@ -330,6 +330,10 @@ func TestFreezeAndUnfreezeInChromium(t *testing.T) {
 	}
 	if status, _, body, err := send(http.DefaultClient, h.url, chatBody(3, false)); err != nil || status != 200 {
 		t.Fatalf("after the unfreeze: %d %s %v", status, body, err)
+	}
+	do(t, b, "the org's changes", chromedp.Click(`a.audit-link`), chromedp.WaitVisible(`#audit tr[data-action="unfreeze"]`))
+	if got := text(t, b, `#audit tr[data-action="freeze"]`); !strings.Contains(got, "audit of project X") || !strings.Contains(got, "$300.00") {
+		t.Fatalf("the freeze on the org's page: %q", got)
 	}
 	_, trail := adminCall(t, "GET", h.url+"/admin/v1/audit", "tg-cfo-page", "")
 	for _, want := range []string{`"action":"freeze","target":"team:acme/ml:usd-month","old":300000000,"new":0`, `"reason":"audit of project X"`,

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -120,6 +121,12 @@ type pageData struct {
 	CSRF              string
 	// AuditOrgs are the orgs whose change pages the caller may read.
 	AuditOrgs []string
+	// Sort orders the team table ("" by name, "spent", "used",
+	// "forecast": largest first); AtRisk keeps the teams at risk only, of
+	// AllTeams.
+	Sort      string
+	AtRisk    bool
+	AllTeams  int
 	Notice    string
 	Changed   bool
 	Generated time.Time
@@ -162,6 +169,9 @@ func (a *API) page(c echo.Context) error {
 	if err := a.fillPage(ctx, t, &d, start, now); err != nil {
 		return err
 	}
+	d.Sort, d.AtRisk = c.QueryParam("sort"), c.QueryParam("risk") == "1"
+	d.AllTeams = len(d.Teams)
+	d.Teams = sortTeams(d.Teams, d.Sort, d.AtRisk)
 	if d.CanEdit {
 		for _, o := range a.config().Orgs {
 			if d.Team == "" || strings.HasPrefix(d.Team, o.ID+"/") {
@@ -291,6 +301,63 @@ func (a *API) teamRows(ctx context.Context, t config.AdminToken, only string, by
 		}
 	}
 	return rows, total
+}
+
+// atRisk tells a team whose month is in danger: a ceiling it has used 80 %
+// of, or will reach before the month ends at its burn rate (or already
+// did).
+func (r teamRow) atRisk() bool {
+	if !r.HasCeiling {
+		return false
+	}
+	if r.Spent*10 >= r.Ceiling*8 {
+		return true
+	}
+	f := r.Forecast
+	return f != nil && (f.Reached || f.MetAt != nil || f.Projected >= r.Ceiling)
+}
+
+// usedPermille is how much of its ceiling a team has used, in ‰ (a frozen
+// team that spent is past any other).
+func (r teamRow) usedPermille() int64 {
+	switch {
+	case !r.HasCeiling:
+		return -1
+	case r.Ceiling == 0:
+		if r.Spent > 0 {
+			return 1 << 40
+		}
+		return 0
+	}
+	return r.Spent * 1000 / r.Ceiling
+}
+
+// sortTeams orders rows by sort, largest first ("" or unknown: as they
+// are, by name), keeping only those at risk if risk.
+func sortTeams(rows []teamRow, sort string, risk bool) []teamRow {
+	if risk {
+		kept := rows[:0:0]
+		for _, r := range rows {
+			if r.atRisk() {
+				kept = append(kept, r)
+			}
+		}
+		rows = kept
+	}
+	key := map[string]func(teamRow) int64{
+		"spent": func(r teamRow) int64 { return r.Spent },
+		"used":  teamRow.usedPermille,
+		"forecast": func(r teamRow) int64 {
+			if r.Forecast == nil {
+				return -1
+			}
+			return r.Forecast.Projected
+		},
+	}[sort]
+	if key != nil {
+		slices.SortStableFunc(rows, func(a, b teamRow) int { return cmp.Compare(key(b), key(a)) })
+	}
+	return rows
 }
 
 // budgetRows are the dollar and token budgets of an org (team "") or a

@@ -471,3 +471,33 @@ func TestTheOrgsChangesOnOnePage(t *testing.T) {
 		t.Fatal("no link to the org's changes on the page")
 	}
 }
+
+// The team table sorts by spend, use or forecast, and shows the teams at
+// risk only: ml, $600 of $800 spent by 11 December at $60 a day (on course
+// for $1,800), is; search and ops, with nothing spent, are not.
+func TestTheTeamTableSortsAndShowsTheTeamsAtRisk(t *testing.T) {
+	p := newFinancePage(t)
+	p.at(time.Date(2026, 12, 11, 9, 0, 0, 0, time.UTC))
+	order := func(q string) []string {
+		t.Helper()
+		page := p.do(http.MethodGet, "/admin/?month=2026-12"+q, "tg-cfo", true, nil).Body.String()
+		var teams []string
+		for _, m := range regexp.MustCompile(`<tr class="team" data-team="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+			teams = append(teams, m[1])
+		}
+		return teams
+	}
+	if got := strings.Join(order(""), ","); got != "acme/ml,acme/search,berlin/ops" {
+		t.Fatalf("by name: %s", got)
+	}
+	if got := order("&sort=spent"); got[0] != "acme/ml" {
+		t.Fatalf("by spend: %v", got)
+	}
+	if got := strings.Join(order("&risk=1"), ","); got != "acme/ml" {
+		t.Fatalf("at risk: %s, want acme/ml only", got)
+	}
+	page := p.do(http.MethodGet, "/admin/?month=2026-12&risk=1", "tg-cfo", true, nil).Body.String()
+	if !strings.Contains(page, "1 of 3 teams at risk") {
+		t.Fatalf("the at-risk view does not say how many:\n%s", page)
+	}
+}

@@ -28,3 +28,22 @@ func TestCeilingAtReplaysTemporaryChanges(t *testing.T) {
 		}
 	}
 }
+
+// A freeze is in force until it is unfrozen, then what was before it is
+// back — in the past months' replay as in the store.
+func TestCeilingAtReplaysFreezes(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC) }
+	trail := []auditEntry{
+		{Time: day(2), Action: "set_ceiling", Target: "b", Old: int64(100), New: int64(300)},
+		{Time: day(5), Action: "freeze", Target: "b", Old: int64(300), New: int64(0)},
+		{Time: day(9), Action: "unfreeze", Target: "b", Old: int64(0), New: int64(300)},
+	}
+	for _, tc := range []struct {
+		at   int
+		want int64
+	}{{1, 100}, {3, 300}, {6, 0}, {8, 0}, {10, 300}} {
+		if got := ceilingAt(trail, "b", 100, day(tc.at)); got != tc.want {
+			t.Errorf("on day %d: %d, want %d", tc.at, got, tc.want)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time)
 	seen := false
 	for i := range trail {
 		e := &trail[i]
-		if e.Action != "set_ceiling" || e.Target != bucket {
+		if (e.Action != "set_ceiling" && e.Action != "freeze" && e.Action != "unfreeze") || e.Target != bucket {
 			continue
 		}
 		if !e.Time.Before(t) {
@@ -97,9 +97,22 @@ func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time)
 			break
 		}
 		seen = true
+		if e.Action == "unfreeze" {
+			// The freeze in force ends: what it lapsed to is back.
+			for j, s := range chain {
+				if s.until == nil || s.until.After(e.Time) {
+					chain = chain[j+1:]
+					break
+				}
+			}
+			continue
+		}
 		v, ok := amountOf(e.New)
 		if !ok {
 			continue
+		}
+		if e.Action == "freeze" {
+			e = &auditEntry{Time: e.Time, Until: &frozenUntil}
 		}
 		if e.Until == nil {
 			chain = []step{{v, nil}}

@@ -226,6 +226,18 @@ func (e *Engine) Lapse(ctx context.Context, l Limit) (bool, error) {
 	return ok, nil
 }
 
+// Schedule makes amount budget l's ceiling from from on (Admin.Schedule).
+func (e *Engine) Schedule(ctx context.Context, l Limit, amount int64, from time.Time) (bool, error) {
+	if l.Kind != Ceiling {
+		return false, fmt.Errorf("budget: %s is a %s limit, not a budget", l.Bucket, l.Kind)
+	}
+	ok, err := e.store.Schedule(ctx, l.Partition, l.Bucket, amount, l.Amount, from)
+	if err != nil {
+		return false, fmt.Errorf("scheduling a change of %s: %w", l.Bucket, err)
+	}
+	return ok, nil
+}
+
 // Claim takes name in partition for ttl, for every instance sharing the
 // store: true if this call took it (Claims.Claim).
 func (e *Engine) Claim(ctx context.Context, partition, name string, ttl time.Duration) (bool, error) {

@@ -46,6 +46,11 @@ type Admin interface {
 	// configured amount — is back (an unfreeze). ok is false if no change
 	// was in force.
 	Lapse(ctx context.Context, partition, bucket string) (ok bool, err error)
+	// Schedule makes amount the ceiling of bucket from from on (next
+	// month's ceiling, set now); until then the amount in force stays,
+	// configured being what is in force without a change. ok is false,
+	// and nothing changes, while a change that lapses is in force.
+	Schedule(ctx context.Context, partition, bucket string, amount, configured int64, from time.Time) (ok bool, err error)
 	// Override reads the run-time ceiling in force on a Ceiling bucket:
 	// its amount and expiry (zero: none); ok is false if there is none or
 	// it has lapsed.

@@ -556,6 +556,28 @@ func (s *Store) setCeilingLocked(bucket string, amount int64, until time.Time, n
 	}
 }
 
+// Schedule implements budget.Admin.
+func (s *Store) Schedule(ctx context.Context, partition, bucket string, amount, configured int64, from time.Time) (bool, error) {
+	now := s.now().UnixMicro()
+	s.mu.Lock()
+	st := &s.state
+	current, until, ok := st.effective(bucket, now)
+	if ok && until != 0 {
+		s.mu.Unlock()
+		return false, nil // a change that lapses is in force
+	}
+	if !ok {
+		current = configured
+	}
+	st.override[bucket] = current
+	st.until[bucket] = from.UnixMicro()
+	st.previous[bucket] = []overrideStep{{Amount: amount}}
+	st.noteOverride(bucket)
+	p := s.commitLocked()
+	s.mu.Unlock()
+	return true, s.durable(p)
+}
+
 // Lapse implements budget.Admin.
 func (s *Store) Lapse(ctx context.Context, partition, bucket string) (bool, error) {
 	now := s.now().UnixMicro()

@@ -64,6 +64,23 @@ func (s *Store) Lapse(ctx context.Context, partition, bucket string) (bool, erro
 	return len(raw) == 1 && raw[0] == 1, nil
 }
 
+// Schedule implements budget.Admin: one script (schedule.lua), marked like
+// a ceiling change.
+func (s *Store) Schedule(ctx context.Context, partition, bucket string, amount, configured int64, from time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.SettleTimeout)
+	defer cancel()
+	args := []any{bucket, amount, from.UnixMicro(), configured, s.nowArg()}
+	raw, err := s.marks.run(ctx, partition, scheduleScript, []string{s.tag(partition) + "ceilings"}, args, s.send(scheduleScript),
+		func([]int64) []any { return args })
+	if err != nil {
+		if isScriptError(err) {
+			return false, fmt.Errorf("redisstore: scheduling a ceiling: %w", err)
+		}
+		return false, unavailable("scheduling a ceiling", err)
+	}
+	return len(raw) == 1 && raw[0] == 1, nil
+}
+
 // Override implements budget.Admin: one HGET, judged by this process's
 // clock (or Options.Now); the scripts judge by Redis's, so around the
 // expiry the two may disagree for the clock skew.

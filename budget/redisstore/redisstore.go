@@ -58,17 +58,20 @@ var (
 	setCeilingLua string
 	//go:embed lapse.lua
 	lapseLua string
+	//go:embed schedule.lua
+	scheduleLua string
 
-	reserveScript = marked(kindsLua, overrideLua, reserveLua)
-	settleScript  = marked(kindsLua, settleLua)
-	extendScript  = redis.NewScript(extendLua)
-	expiredScript = redis.NewScript(expiredLua)
-	peekScript    = redis.NewScript(kindsLua + overrideLua + peekLua)
-	paceScript    = redis.NewScript(paceLua)
-	resetScript   = redis.NewScript(resetLua)
-	raiseScript   = redis.NewScript(raiseLua)
-	ceilingScript = marked(setCeilingLua)
-	lapseScript   = marked(lapseLua)
+	reserveScript  = marked(kindsLua, overrideLua, reserveLua)
+	settleScript   = marked(kindsLua, settleLua)
+	extendScript   = redis.NewScript(extendLua)
+	expiredScript  = redis.NewScript(expiredLua)
+	peekScript     = redis.NewScript(kindsLua + overrideLua + peekLua)
+	paceScript     = redis.NewScript(paceLua)
+	resetScript    = redis.NewScript(resetLua)
+	raiseScript    = redis.NewScript(raiseLua)
+	ceilingScript  = marked(setCeilingLua)
+	lapseScript    = marked(lapseLua)
+	scheduleScript = marked(scheduleLua)
 )
 
 // scripter is what the store needs of a Redis client: go-redis's

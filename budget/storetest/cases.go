@@ -221,6 +221,39 @@ func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
 	lapse(false)
 }
 
+// scheduleAChange: next month's ceiling set now — the amount in force
+// (configured, or a permanent change) stays until then, the new one holds
+// from then; not over a change that lapses.
+func scheduleAChange(t *testing.T, s budget.Backend, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	capacity := func(want budget.Money, when string) {
+		t.Helper()
+		st, err := s.Peek(ctx, []budget.Limit{team})
+		if err != nil || st[0].Capacity != int64(want) {
+			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
+		}
+	}
+	schedule := func(amount budget.Money, in time.Duration, want bool) {
+		t.Helper()
+		if ok, err := s.Schedule(ctx, team.Partition, team.Bucket, int64(amount), team.Amount, c.Now().Add(in)); err != nil || ok != want {
+			t.Fatalf("schedule $%d: %v %v, want %v", amount/budget.Dollar, ok, err, want)
+		}
+	}
+	schedule(20*budget.Dollar, time.Hour, true)
+	capacity(10*budget.Dollar, "before the scheduled change: the configured amount")
+	c.Advance(time.Hour)
+	capacity(20*budget.Dollar, "from the scheduled time")
+	schedule(30*budget.Dollar, time.Hour, true)
+	capacity(20*budget.Dollar, "a schedule over a permanent change keeps it until then")
+	c.Advance(time.Hour)
+	capacity(30*budget.Dollar, "then the next")
+	if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(50*budget.Dollar), c.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	schedule(40*budget.Dollar, 2*time.Hour, false) // a top-up is in force
+	capacity(50*budget.Dollar, "a refused schedule changes nothing")
+}
+
 func runtimeCeiling(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
 	mustReserve(t, s, "a", usd(4*budget.Dollar), team)

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"a temporary ceiling lapses at its expiry", temporaryCeiling},
 		{"a temporary change lapses to what was in force before it", temporaryOverAnOverride},
 		{"a change in force can be ended at once (an unfreeze)", lapseAChange},
+		{"a change can take effect later (next month's ceiling, set now)", scheduleAChange},
 		{"resetting a period zeroes its spend, not its pending", resetSpent},
 		{"raising a period's spend never lowers it", raiseSpent},
 		{"a meter counts settled and swept spend and never refuses", meters},

@@ -367,6 +367,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 	until := fs.String("until", "", `a temporary change: when it lapses (RFC 3339, or "period_end")`)
 	yes := fs.Bool("yes", false, "go ahead with a cut below this period's spend or by more than half")
 	reason := fs.String("reason", "", "why: kept in the audit trail and the statement")
+	from := fs.String("from", "", `a scheduled change: when it takes effect (RFC 3339, or "period_end": next month's ceiling, set now)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -379,7 +380,7 @@ func ceilingSet(args []string, stdout io.Writer) error {
 		Until     *time.Time `json:"until"`
 	}
 	err := adminJSON(http.MethodPut, *base, *token, "/admin/v1/ceilings",
-		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until, "confirm": *yes, "reason": *reason}, &out)
+		map[string]any{"org": *org, "team": *team, "key": *key, "name": *name, "amount": *amount, "for": *dur, "until": *until, "confirm": *yes, "reason": *reason, "from": *from}, &out)
 	var refused *apiError
 	if errors.As(err, &refused) && refused.Code == "confirmation_required" {
 		return errors.New(strings.Replace(refused.Message, `Send it again with "confirm": true (tollgate ceiling set --yes)`, "Run it again with --yes", 1))

@@ -33,6 +33,10 @@ type ceilingChange struct {
 	Amount string `json:"amount"`
 	Until  string `json:"until"`
 	For    string `json:"for"`
+	// From schedules the change: it takes effect then (RFC 3339, or
+	// "period_end": when the budget's current period ends), and the amount
+	// in force stays until then.
+	From string `json:"from"`
 	// Confirm goes ahead with a cut below the period's spend or by more
 	// than half, or a period reset, which are otherwise refused with
 	// confirmation_required.
@@ -95,6 +99,9 @@ type CeilingResult struct {
 	New       int64      `json:"new"`
 	Remaining int64      `json:"remaining"`
 	Until     *time.Time `json:"until"`
+	// Scheduled is the amount a scheduled change brings From on.
+	Scheduled *int64     `json:"scheduled,omitempty"`
+	From      *time.Time `json:"from,omitempty"`
 }
 
 // ChangeCeiling sets (or puts back) a budget's amount for who: validated,
@@ -154,6 +161,9 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 		// Until the budget's current period ends, on its own calendar.
 		req.Until = budget.PeriodEnd(l.Period, a.now(), l.Location).UTC().Format(time.RFC3339Nano)
 	}
+	if req.From != "" {
+		return a.schedule(ctx, who, l, old[0], amount, req)
+	}
 	until, ok := req.expiry(a.now())
 	until = until.Truncate(time.Microsecond) // what the stores keep, so every view shows the same instant
 	if !ok {
@@ -183,6 +193,41 @@ func (a *API) ChangeCeiling(ctx context.Context, who string, req ceilingChange) 
 		return CeilingResult{}, err
 	}
 	return CeilingResult{Budget: l.Bucket, Unit: l.Unit.String(), Old: old[0].Capacity, New: now[0].Capacity, Remaining: now[0].Remaining, Until: change.Until}, nil
+}
+
+// schedule makes amount l's ceiling from req.From on: the amount in force
+// stays until then. Not over a temporary change (the schedule would have
+// to sit between it and what it lapses to).
+func (a *API) schedule(ctx context.Context, who string, l budget.Limit, was budget.Status, amount int64, req ceilingChange) (CeilingResult, error) {
+	if amount < 0 || req.Until != "" || req.For != "" {
+		return CeilingResult{}, refuse(http.StatusBadRequest, "bad_schedule", `A scheduled change takes an amount and from (RFC 3339, or "period_end"), without until or for, and not "reset".`)
+	}
+	from := budget.PeriodEnd(l.Period, a.now(), l.Location)
+	if req.From != "period_end" {
+		t, err := time.Parse(time.RFC3339, req.From)
+		if err != nil || !t.After(a.now()) {
+			return CeilingResult{}, refuse(http.StatusBadRequest, "bad_schedule", `from: an RFC 3339 time in the future, or "period_end".`)
+		}
+		from = t
+	}
+	from = from.Truncate(time.Microsecond).UTC()
+	ok, err := a.engine.Schedule(ctx, l, amount, from)
+	if err != nil {
+		return CeilingResult{}, err
+	}
+	if !ok {
+		_, until, _, _ := a.engine.Override(ctx, l)
+		return CeilingResult{}, refuse(http.StatusConflict, "temporary_change_in_force",
+			fmt.Sprintf("A temporary change of %s is in force until %s: schedule once it has lapsed, or set the new amount for good.", l.Name, until.UTC().Format(time.RFC3339)))
+	}
+	change := auditEntry{Time: a.now().UTC(), Who: who, Action: "schedule_ceiling", Target: l.Bucket, Old: was.Capacity, New: amount,
+		Reason: strings.TrimSpace(req.Reason), From: &from}
+	if err := a.record(ctx, change); err != nil {
+		a.log.Error("writing the audit trail", "err", err)
+		return CeilingResult{}, err
+	}
+	return CeilingResult{Budget: l.Bucket, Unit: l.Unit.String(), Old: was.Capacity, New: was.Capacity, Remaining: was.Remaining,
+		Scheduled: &amount, From: &from}, nil
 }
 
 // frozenUntil is when a freeze lapses: never, in practice. A freeze is a

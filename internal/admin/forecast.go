@@ -85,7 +85,7 @@ func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time)
 	seen := false
 	for i := range trail {
 		e := &trail[i]
-		if (e.Action != "set_ceiling" && e.Action != "freeze" && e.Action != "unfreeze") || e.Target != bucket {
+		if (e.Action != "set_ceiling" && e.Action != "freeze" && e.Action != "unfreeze" && e.Action != "schedule_ceiling") || e.Target != bucket {
 			continue
 		}
 		if !e.Time.Before(t) {
@@ -109,6 +109,13 @@ func ceilingAt(trail []auditEntry, bucket string, configured int64, t time.Time)
 		}
 		v, ok := amountOf(e.New)
 		if !ok {
+			continue
+		}
+		if e.Action == "schedule_ceiling" && e.From != nil {
+			// What was in force stays until From; v holds from then on.
+			if was, ok := amountOf(e.Old); ok {
+				chain = []step{{was, e.From}, {v, nil}}
+			}
 			continue
 		}
 		if e.Action == "freeze" {

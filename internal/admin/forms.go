@@ -63,7 +63,7 @@ func back(c echo.Context) error {
 func (a *API) formCeiling(c echo.Context) error {
 	req := ceilingChange{Org: c.FormValue("org"), Team: c.FormValue("team"), Name: c.FormValue("name"),
 		Amount: strings.TrimSpace(c.FormValue("amount")), For: strings.TrimSpace(c.FormValue("for")), Confirm: c.FormValue("confirm") == "yes",
-		Reason: strings.TrimSpace(c.FormValue("reason"))}
+		Reason: strings.TrimSpace(c.FormValue("reason")), From: c.FormValue("from")}
 	switch c.FormValue("action") {
 	case "restore":
 		req.Amount = "reset"

@@ -211,7 +211,7 @@ func (a *API) fillPage(ctx context.Context, t config.AdminToken, d *pageData, st
 		return err
 	}
 	monthEnd := time.Date(end.Year(), end.Month(), 1, 0, 0, 0, 0, now.Location())
-	asOf := monthEnd
+	asOf := monthEnd.Add(-time.Microsecond) // the month's last instant: a change from the next one is not its ceiling
 	if d.Current {
 		asOf = now
 	}

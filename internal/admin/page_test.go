@@ -63,12 +63,13 @@ orgs: [{id: acme, teams: [{id: ml, limits: [{name: usd-month, kind: budget, unit
 		entries[i].Usage = budget.Usage{InputTokens: 100, OutputTokens: 10}
 	}
 	c.LedgerPath = writeLedger(t, entries)
-	mem, err := memstore.New(memstore.Options{})
+	p := &financePage{e: echo.New(), trail: audit.NewFile(filepath.Join(t.TempDir(), "audit.jsonl")), cfg: c}
+	p.at(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	mem, err := memstore.New(memstore.Options{Now: func() time.Time { return *p.now.Load() }}) // the page's clock
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &financePage{e: echo.New(), trail: audit.NewFile(filepath.Join(t.TempDir(), "audit.jsonl")), cfg: c, engine: budget.NewEngine(mem, 0)}
-	p.at(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	p.engine = budget.NewEngine(mem, 0)
 	admin.New(c, p.engine, slog.New(slog.DiscardHandler)).WithAudit(p.trail).WithClock(func() time.Time { return *p.now.Load() }).Mount(p.e)
 	return p
 }
@@ -499,5 +500,55 @@ func TestTheTeamTableSortsAndShowsTheTeamsAtRisk(t *testing.T) {
 	page := p.do(http.MethodGet, "/admin/?month=2026-12&risk=1", "tg-cfo", true, nil).Body.String()
 	if !strings.Contains(page, "1 of 3 teams at risk") {
 		t.Fatalf("the at-risk view does not say how many:\n%s", page)
+	}
+}
+
+// Next month's ceiling, set now: this month keeps the amount in force, the
+// new one holds from the month's start — in the budget, on the page's
+// history and in past months' replay; not over a temporary change.
+func TestNextMonthsCeilingSetNow(t *testing.T) {
+	p := newFinancePage(t)
+	put := func(body string) (int, string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPut, "/admin/v1/ceilings", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tg-cfo")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		p.e.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	inForce := func() string {
+		t.Helper()
+		rec := p.do(http.MethodGet, "/admin/v1/ceilings?org=acme&team=ml", "tg-cfo", false, nil)
+		m := regexp.MustCompile(`"in_force":(\d+)`).FindStringSubmatch(rec.Body.String())
+		if m == nil {
+			t.Fatalf("ceilings: %s", rec.Body)
+		}
+		return m[1]
+	}
+	if code, body := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"$1,500","from":"period_end","reason":"2027 plan"}`); code != 200 ||
+		!strings.Contains(body, `"scheduled":1500000000`) || !strings.Contains(body, `"from":"2027-01-01T00:00:00Z"`) {
+		t.Fatalf("schedule: %d %s", code, body)
+	}
+	if got := inForce(); got != "800000000" {
+		t.Fatalf("in December: %s, want the $800 in force", got)
+	}
+	p.at(time.Date(2027, 1, 1, 0, 0, 1, 0, time.UTC))
+	if got := inForce(); got != "1500000000" {
+		t.Fatalf("in January: %s, want the scheduled $1,500", got)
+	}
+	page := p.do(http.MethodGet, "/admin/?team=acme/ml&month=2026-12", "tg-cfo", true, nil).Body.String()
+	if !strings.Contains(page, `data-ceiling-micros="800000000"`) {
+		t.Fatal("December's page does not show December's $800")
+	}
+	if !strings.Contains(page, "2027 plan") || !strings.Contains(page, `data-action="schedule_ceiling"`) {
+		t.Fatal("the schedule is not in the team's history")
+	}
+	if code, _ := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"$2,000","for":"72h"}`); code != 200 {
+		t.Fatal("a top-up")
+	}
+	if code, body := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"$1,000","from":"period_end"}`); code != http.StatusConflict ||
+		!strings.Contains(body, "temporary_change_in_force") {
+		t.Fatalf("a schedule over a top-up: %d %s", code, body)
 	}
 }

@@ -81,7 +81,7 @@ func (a *API) statement(c echo.Context) error {
 				st.Ceiling = s[0].Capacity
 			}
 		} else {
-			st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, monthEnd)
+			st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, monthEnd.Add(-time.Microsecond)) // its last instant
 		}
 		for _, e := range trail {
 			ceiling := e.Action == "set_ceiling" && e.Target == l.Bucket

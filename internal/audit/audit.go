@@ -31,6 +31,9 @@ type Entry struct {
 	New    any       `json:"new"`
 	// Until is when a temporary change lapses; nil for a permanent one.
 	Until *time.Time `json:"until,omitempty"`
+	// From is when a scheduled change takes effect (New from then on;
+	// Old until then).
+	From *time.Time `json:"from,omitempty"`
 	// Reason is why, in the words of who made the change (required for
 	// a period reset).
 	Reason string `json:"reason,omitempty"`

@@ -343,3 +343,33 @@ func TestFreezeAndUnfreezeInChromium(t *testing.T) {
 		}
 	}
 }
+
+// Finance sets next month's ceiling from the page now: this month keeps
+// its amount, the change is scheduled from the next month's start, with
+// its reason in the history.
+func TestNextMonthsCeilingFromThePageInChromium(t *testing.T) {
+	h := startWith(t, setup{
+		teamLimits: `{name: usd-month, kind: budget, unit: usd, amount: "$10", period: month}`,
+		topExtra: `admin_tokens: [{name: cfo, hash: "` + policy.HashKey("tg-cfo-page") + `", role: finance}]` + "\n" +
+			"audit_path: " + filepath.Join(t.TempDir(), "audit.jsonl") + "\n",
+	})
+	b := browser(t)
+	row := `tr[data-budget="team:acme/ml:usd-month"]`
+	do(t, b, "open the team", chromedp.Navigate(h.url+"/admin/?token=tg-cfo-page&team=acme/ml"), chromedp.WaitVisible(row+` input[name=from]`))
+	do(t, b, "next month $25", chromedp.SetValue(row+` input[name=amount]`, "$25"), chromedp.Click(row+` input[name=from]`),
+		chromedp.Click(row+` button[value=set]`), chromedp.WaitVisible(`#history tr[data-action="schedule_ceiling"]`))
+	if in, _ := attrOf(t, b, row, "data-in-force"); in != "10000000" {
+		t.Fatalf("this month's ceiling after scheduling next month's: %s", in)
+	}
+	now := time.Now().UTC()
+	next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	_, body := adminCall(t, "GET", h.url+"/admin/v1/ceilings?org=acme&team=ml", "tg-cfo-page", "")
+	if !strings.Contains(body, `"in_force":10000000`) || !strings.Contains(body, `"override_until":"`+next.Format(time.RFC3339)+`"`) {
+		t.Fatalf("the budget: %s, want $10 until %s", body, next.Format(time.RFC3339))
+	}
+	_, trail := adminCall(t, "GET", h.url+"/admin/v1/audit", "tg-cfo-page", "")
+	if !strings.Contains(trail, `"action":"schedule_ceiling","target":"team:acme/ml:usd-month","old":10000000,"new":25000000`) ||
+		!strings.Contains(trail, `"from":"`+next.Format(time.RFC3339)+`"`) {
+		t.Fatalf("the audit trail: %s", trail)
+	}
+}

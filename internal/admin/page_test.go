@@ -468,6 +468,10 @@ func TestTheOrgsChangesOnOnePage(t *testing.T) {
 	if rec := p.do(http.MethodGet, "/admin/audit?org=nope", "tg-cfo", true, nil); rec.Code != http.StatusNotFound {
 		t.Fatalf("an unknown org: %d", rec.Code)
 	}
+	st := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=search&month=2026-12&format=json", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(st, `"action":"freeze"`) || !strings.Contains(st, `"reason":"runaway crawler"`) {
+		t.Fatalf("the statement does not list the freeze: %s", st)
+	}
 	if main := p.do(http.MethodGet, "/admin/", "tg-cfo", true, nil).Body.String(); !strings.Contains(main, `href="/admin/audit?org=acme"`) {
 		t.Fatal("no link to the org's changes on the page")
 	}
@@ -543,6 +547,10 @@ func TestNextMonthsCeilingSetNow(t *testing.T) {
 	}
 	if !strings.Contains(page, "2027 plan") || !strings.Contains(page, `data-action="schedule_ceiling"`) {
 		t.Fatal("the schedule is not in the team's history")
+	}
+	st := p.do(http.MethodGet, "/admin/v1/statements?org=acme&team=ml&month=2026-12&format=json", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(st, `"action":"schedule_ceiling"`) || !strings.Contains(st, `"reason":"2027 plan"`) {
+		t.Fatalf("December's statement does not list the schedule: %s", st)
 	}
 	if code, _ := put(`{"org":"acme","team":"ml","name":"usd-month","amount":"$2,000","for":"72h"}`); code != 200 {
 		t.Fatal("a top-up")

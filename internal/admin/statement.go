@@ -84,7 +84,7 @@ func (a *API) statement(c echo.Context) error {
 			st.Ceiling = ceilingAt(trail, l.Bucket, l.Amount, monthEnd.Add(-time.Microsecond)) // its last instant
 		}
 		for _, e := range trail {
-			ceiling := e.Action == "set_ceiling" && e.Target == l.Bucket
+			ceiling := (e.Action == "set_ceiling" || e.Action == "freeze" || e.Action == "unfreeze" || e.Action == "schedule_ceiling") && e.Target == l.Bucket
 			reset := e.Action == "reset_period" && strings.HasPrefix(e.Target, l.Bucket+":")
 			if (ceiling || reset) && !e.Time.Before(monthStart) && e.Time.Before(monthEnd) {
 				e.Who = "" // a statement says what changed, not who changed it

@@ -509,16 +509,19 @@ func statement(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("statement", flag.ContinueOnError)
 	base, token := adminFlags(fs)
 	org := fs.String("org", "", "org id")
-	team := fs.String("team", "", "team id")
+	team := fs.String("team", "", "team id (none: every team of the org in one)")
 	month := fs.String("month", time.Now().UTC().AddDate(0, -1, 0).Format("2006-01"), "YYYY-MM (default: last month)")
 	format := fs.String("format", "csv", "csv, html or json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *org == "" || *team == "" {
-		return misuse("statement", "give --org and --team")
+	if *org == "" {
+		return misuse("statement", "give --org (and --team for one team's)")
 	}
-	q := url.Values{"org": {*org}, "team": {*team}, "month": {*month}, "format": {*format}}
+	q := url.Values{"org": {*org}, "month": {*month}, "format": {*format}}
+	if *team != "" {
+		q.Set("team", *team)
+	}
 	data, err := adminDo(http.MethodGet, *base, *token, "/admin/v1/statements?"+q.Encode(), nil)
 	if err != nil {
 		return err

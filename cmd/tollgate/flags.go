@@ -41,7 +41,7 @@ var synopses = map[string]string{
 	"demo":                 "demo [--listen ADDR] [--data DIR] [--latency D] [--chunk-delay D]",
 	"mock-upstream":        "mock-upstream --listen ADDR [--reply-tokens N] [--latency D] [--chunk-delay D] [--api-key K] [--no-provider-headers]",
 	"report":               "report --month 2026-11 --by team,model [--format table|csv|json]",
-	"statement":            "statement --org O --team T --month 2026-11 [--format csv|html|json]",
+	"statement":            "statement --org O [--team T] --month 2026-11 [--format csv|html|json]",
 	"ceiling set":          "ceiling set --org O [--team T|--key K] --name BUDGET --amount '$1200'|reset [--for 72h|--until T] [--yes]",
 	"ceiling show":         "ceiling show --org O [--team T|--key K]",
 	"ceiling reset-period": "ceiling reset-period --org O [--team T|--key K] --name BUDGET",

@@ -560,3 +560,41 @@ func TestNextMonthsCeilingSetNow(t *testing.T) {
 		t.Fatalf("a schedule over a top-up: %d %s", code, body)
 	}
 }
+
+// An org's statement in one file: every team's, one header, the org's
+// total; a viewer's holds only its own teams.
+func TestAnOrgsStatementInOneFile(t *testing.T) {
+	p := newFinancePage(t)
+	rec := p.do(http.MethodGet, "/admin/v1/statements?org=acme&month=2026-11&format=csv", "tg-cfo", false, nil)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Header().Get("Content-Disposition"), `tollgate-statement-acme-2026-11.csv`) {
+		t.Fatalf("%d %v", rec.Code, rec.Header())
+	}
+	rows, err := csv.NewReader(strings.NewReader(rec.Body.String())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams := map[string]bool{}
+	for i, r := range rows {
+		if i > 0 && r[0] == "month" {
+			t.Fatal("a second header in one file")
+		}
+		if i > 0 {
+			teams[r[2]] = true
+		}
+	}
+	if !teams["ml"] || !teams["search"] || len(teams) != 2 {
+		t.Fatalf("teams in the file: %v", teams)
+	}
+	js := p.do(http.MethodGet, "/admin/v1/statements?org=acme&month=2026-11&format=json", "tg-cfo", false, nil).Body.String()
+	if !strings.Contains(js, `"total":{`) || !strings.Contains(js, `"usd_micros":300000000`) {
+		t.Fatalf("the org's JSON statement: %s", js)
+	}
+	html := p.do(http.MethodGet, "/admin/v1/statements?org=acme&month=2026-11", "tg-cfo", true, nil).Body.String()
+	if strings.Count(html, `class="team-statement"`) != 2 || !strings.Contains(html, `id="org-statement-total" data-usd-micros="300000000"`) {
+		t.Fatalf("the org's statement page:\n%s", html)
+	}
+	mine := p.do(http.MethodGet, "/admin/v1/statements?org=acme&month=2026-11&format=json", "tg-viewer", false, nil).Body.String()
+	if strings.Contains(mine, `"team":"ml"`) || !strings.Contains(mine, `"team":"search"`) {
+		t.Fatalf("a viewer of acme/search: %s", mine)
+	}
+}

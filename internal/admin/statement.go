@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/csv"
 	"net/http"
 	"slices"
@@ -29,29 +30,84 @@ type Statement struct {
 	Generated time.Time    `json:"generated"`
 }
 
-// statement answers GET /admin/v1/statements?org=O&team=T&month=YYYY-MM
+// statement answers GET /admin/v1/statements?org=O[&team=T]&month=YYYY-MM
 // &format=html|csv|json: a printable page (the default), a CSV file, or
-// JSON. A viewer gets only its own teams'.
+// JSON — one team's, or without team every team of the org in one (a
+// viewer: only its own teams, and one of them at least).
 func (a *API) statement(c echo.Context) error {
 	org, team := c.QueryParam("org"), c.QueryParam("team")
-	limits, ok := a.teamBudgets(org, team)
-	if !ok || team == "" || !sees(caller(c), org, team) {
-		return fail(c, http.StatusNotFound, "not_found", "No such team.")
+	var teams []string
+	if team != "" {
+		if _, ok := a.teamBudgets(org, team); !ok || !sees(caller(c), org, team) {
+			return fail(c, http.StatusNotFound, "not_found", "No such team.")
+		}
+		teams = []string{team}
+	} else {
+		for _, o := range a.config().Orgs {
+			if o.ID != org {
+				continue
+			}
+			for _, t := range o.Teams {
+				if sees(caller(c), org, t.ID) {
+					teams = append(teams, t.ID)
+				}
+			}
+		}
+		if len(teams) == 0 {
+			return fail(c, http.StatusNotFound, "not_found", "No such org, or none of its teams is yours.")
+		}
 	}
 	start, err := time.Parse("2006-01", c.QueryParam("month"))
 	if err != nil {
 		return fail(c, http.StatusBadRequest, "bad_month", "month is YYYY-MM.")
 	}
+	var sts []Statement
+	for _, t := range teams {
+		st, err := a.teamStatement(c.Request().Context(), org, t, start)
+		if err != nil {
+			return err
+		}
+		sts = append(sts, st)
+	}
+	if team != "" {
+		switch c.QueryParam("format") {
+		case "json":
+			return c.JSON(http.StatusOK, sts[0])
+		case "csv":
+			return statementCSV(c, sts[0].Org+"-"+sts[0].Team, sts)
+		}
+		return render(c, http.StatusOK, "statement", sts[0])
+	}
+	total := Row{Group: map[string]string{}}
+	for _, st := range sts {
+		total.Requests += st.Total.Requests
+		total.InputTokens += st.Total.InputTokens
+		total.CachedInputTokens += st.Total.CachedInputTokens
+		total.OutputTokens += st.Total.OutputTokens
+		total.USDMicros += st.Total.USDMicros
+	}
+	total.USD = total.USDMicros.Decimal()
+	switch c.QueryParam("format") {
+	case "json":
+		return c.JSON(http.StatusOK, map[string]any{"org": org, "month": start.Format("2006-01"), "teams": sts, "total": total})
+	case "csv":
+		return statementCSV(c, org, sts)
+	}
+	return render(c, http.StatusOK, "orgstatement", map[string]any{"Org": org, "Month": start.Format("2006-01"), "Teams": sts, "Total": total})
+}
+
+// teamStatement is a team's statement of the month starting at start.
+func (a *API) teamStatement(ctx context.Context, org, team string, start time.Time) (Statement, error) {
+	limits, _ := a.teamBudgets(org, team)
 	calendar, err := a.calendar("")
 	if err != nil {
-		return err
+		return Statement{}, err
 	}
-	ctx := c.Request().Context()
 	end := start.AddDate(0, 1, 0)
 	only := []string{org + "/" + team}
 	st := Statement{Org: org, Team: team, Month: start.Format("2006-01"), TimeZone: calendar(org).String(), Generated: a.now().UTC()}
 	if st.Models, err = Report(ctx, a.ledger, start, end, []string{"model"}, calendar, only); err != nil {
-		return err
+		return st, err
 	}
 	st.Keys, _ = Report(ctx, a.ledger, start, end, []string{"key"}, calendar, only)
 	st.Total = Row{Group: map[string]string{}}
@@ -65,7 +121,7 @@ func (a *API) statement(c echo.Context) error {
 	st.Total.USD = st.Total.USDMicros.Decimal()
 	trail, err := a.trail.List(ctx)
 	if err != nil {
-		return err
+		return st, err
 	}
 	loc := calendar(org)
 	monthStart, monthEnd := time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, loc), time.Date(end.Year(), end.Month(), 1, 0, 0, 0, 0, loc)
@@ -92,13 +148,7 @@ func (a *API) statement(c echo.Context) error {
 			}
 		}
 	}
-	switch c.QueryParam("format") {
-	case "json":
-		return c.JSON(http.StatusOK, st)
-	case "csv":
-		return statementCSV(c, st)
-	}
-	return render(c, http.StatusOK, "statement", st)
+	return st, nil
 }
 
 // teamBudgets are a team's budgets, false if there is no such team.
@@ -107,15 +157,25 @@ func (a *API) teamBudgets(org, team string) ([]budget.Limit, bool) {
 	return limits, ok
 }
 
-// statementCSV writes st as a CSV file: one line per model and per key,
-// the total, and the ceiling.
-func statementCSV(c echo.Context, st Statement) error {
+// statementCSV writes sts (one team's, or an org's every team) as one CSV
+// file named for what: per team one line per model and per key, the
+// total, resets and the ceiling.
+func statementCSV(c echo.Context, what string, sts []Statement) error {
 	w := c.Response()
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+fileName("tollgate-statement-"+st.Org+"-"+st.Team+"-"+st.Month)+`.csv"`)
+	w.Header().Set("Content-Disposition", `attachment; filename="`+fileName("tollgate-statement-"+what+"-"+sts[0].Month)+`.csv"`)
 	w.WriteHeader(http.StatusOK)
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"month", "org", "team", "section", "item", "requests", "input_tokens", "cached_input_tokens", "output_tokens", "usd_micros", "usd"})
+	for _, st := range sts {
+		statementLines(cw, st)
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// statementLines writes st's lines.
+func statementLines(cw *csv.Writer, st Statement) {
 	line := func(section, item string, r Row) {
 		_ = cw.Write([]string{st.Month, cell(st.Org), cell(st.Team), section, cell(item), strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10),
 			strconv.FormatInt(r.CachedInputTokens, 10), strconv.FormatInt(r.OutputTokens, 10), strconv.FormatInt(int64(r.USDMicros), 10), r.USDMicros.Decimal()})
@@ -139,6 +199,4 @@ func statementCSV(c echo.Context, st Statement) error {
 	if st.Ceiling > 0 {
 		_ = cw.Write(slices.Concat([]string{st.Month, st.Org, st.Team, "ceiling", "in force at month end"}, []string{"", "", "", "", strconv.FormatInt(st.Ceiling, 10), budget.Money(st.Ceiling).Decimal()}))
 	}
-	cw.Flush()
-	return cw.Error()
 }

@@ -116,7 +116,36 @@ func (c chart) SVG() template.HTML {
 		fmt.Fprintf(&b, `<span><i style="background:%s"></i>%s</span>`, s.Color, html.EscapeString(s.Name))
 	}
 	b.WriteString(`</p>`)
+	c.table(&b)
 	return template.HTML(b.String()) //nolint:gosec // every text above is escaped
+}
+
+// table writes the chart's figures as a data table behind it, for a
+// screen reader and for copying: a row per slot (day), a column per series.
+func (c chart) table(b *strings.Builder) {
+	all := append(append([]series{}, c.Bars...), c.Lines...)
+	fmt.Fprintf(b, `<details class="chart-data"><summary>%s: the figures</summary><table id="%s-data"><caption>%s</caption><tr><th scope="col">day</th>`,
+		html.EscapeString(c.Title), c.ID, html.EscapeString(c.Title))
+	for _, s := range all {
+		fmt.Fprintf(b, `<th scope="col" class="num">%s</th>`, html.EscapeString(s.Name))
+	}
+	b.WriteString(`</tr>`)
+	for i := range c.Labels {
+		fmt.Fprintf(b, `<tr><th scope="row">%s</th>`, html.EscapeString(c.Tips[i]))
+		for _, s := range all {
+			n := len(s.Values)
+			if s.Len > 0 {
+				n = min(n, s.Len)
+			}
+			if i < n {
+				fmt.Fprintf(b, `<td class="num">%s</td>`, budget.Money(s.Values[i]).Cents())
+			} else {
+				b.WriteString(`<td class="num"></td>`)
+			}
+		}
+		b.WriteString(`</tr>`)
+	}
+	b.WriteString(`</table></details>`)
 }
 
 // niceStep is a tick step of 1, 2 or 5 × 10^k µ$ (at least a cent) giving

@@ -598,3 +598,26 @@ func TestAnOrgsStatementInOneFile(t *testing.T) {
 		t.Fatalf("a viewer of acme/search: %s", mine)
 	}
 }
+
+// Each chart has its figures behind it as a data table (a screen reader
+// reads the table, not the bars), and the page has its main landmark.
+func TestEachChartHasADataTable(t *testing.T) {
+	p := newFinancePage(t)
+	page := p.do(http.MethodGet, "/admin/?month=2026-11", "tg-cfo", true, nil).Body.String()
+	if !strings.Contains(page, "<main>") || !strings.Contains(page, "</main>") {
+		t.Fatal("no main landmark")
+	}
+	for _, id := range []string{"by-team", "by-model"} {
+		i := strings.Index(page, `<table id="`+id+`-data">`)
+		if i < 0 {
+			t.Fatalf("no data table behind the %s chart", id)
+		}
+		table := page[i : i+strings.Index(page[i:], "</table>")]
+		// ml spent $10 on 5 November.
+		row := table[strings.Index(table, `<th scope="row">2026-11-05</th>`):]
+		row = row[:strings.Index(row, "</tr>")]
+		if !strings.Contains(row, "$10.00") {
+			t.Fatalf("the %s table's 5 November: %s", id, row)
+		}
+	}
+}

@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -49,7 +47,8 @@ var (
 // one slice, and a slice is at most its bucket's room divided among the
 // live instances plus one.
 type LeaseOptions struct {
-	// Instance names this process's lessee record (default: random).
+	// Instance names this process's lessee record (default: the store's
+	// Options.Instance).
 	Instance string
 	// Flush is how often spend is flushed and slices are renewed (default
 	// 200 ms): how stale another instance's view of this one's spend is.
@@ -161,12 +160,8 @@ type localReservation struct {
 	entry     *budget.Entry
 }
 
+// newLeaser is s's leaser; o.Instance is set (New gives it the store's).
 func newLeaser(s *Store, o LeaseOptions) *leaser {
-	if o.Instance == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		o.Instance = hex.EncodeToString(b[:])
-	}
 	if o.Flush <= 0 {
 		o.Flush = 200 * time.Millisecond
 	}

@@ -26,9 +26,9 @@ var markScript = redis.NewScript(`return tonumber(redis.call("HGET", KEYS[1], AR
 // checkScript writes nothing but the mark: a call that finds a loss.
 var checkScript = marked("return {}")
 
-// unfenceScript removes a field of a partition's meta hash: its fence (its
+// dropFieldScript removes a field of a partition's meta hash: its fence (its
 // budgets were rebuilt), or an instance's mark (the instance stops).
-var unfenceScript = redis.NewScript(`return redis.call("HDEL", KEYS[1], ARGV[1])`)
+var dropFieldScript = redis.NewScript(`return redis.call("HDEL", KEYS[1], ARGV[1])`)
 
 // marked frames a script's parts in mark.lua: the script then runs only
 // if Redis still holds every write it acknowledged to the calling instance.
@@ -312,7 +312,7 @@ func (s *Store) Rebuilt(ctx context.Context, partition string) error {
 	m.mu.Unlock()
 	// The budgets are whole again: the fence the loss raised goes.
 	if err := s.do(func() error {
-		return unfenceScript.Run(ctx, s.rdb, []string{s.tag(partition) + "ceilings"}, fenceField).Err()
+		return dropFieldScript.Run(ctx, s.rdb, []string{s.tag(partition) + "ceilings"}, fenceField).Err()
 	}); err != nil {
 		return unavailable("lifting a fence", err)
 	}
@@ -385,7 +385,7 @@ func (s *Store) ForgetMarks(ctx context.Context) error {
 	var errs []error
 	for _, p := range parts {
 		errs = append(errs, s.do(func() error {
-			return unfenceScript.Run(ctx, s.rdb, []string{s.tag(p) + "ceilings"}, m.field).Err()
+			return dropFieldScript.Run(ctx, s.rdb, []string{s.tag(p) + "ceilings"}, m.field).Err()
 		}))
 	}
 	return errors.Join(errs...)

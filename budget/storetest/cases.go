@@ -109,24 +109,12 @@ func temporaryCeiling(t *testing.T, s budget.Backend, c *Clock) {
 // reset ends the history.
 func temporaryOverAnOverride(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
+	peek, set := ceilingSteps(t, s, c, team)
 	capacity := func(want budget.Money, when string) {
 		t.Helper()
-		st, err := s.Peek(ctx, []budget.Limit{team})
-		if err != nil || st[0].Capacity != int64(want) {
-			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
-		}
+		peek(want, when)
 		if a, _, ok, err := s.Override(ctx, team.Partition, team.Bucket); err != nil || !ok || a != int64(want) {
 			t.Fatalf("%s: override %d %v %v, want %d", when, a, ok, err, want)
-		}
-	}
-	set := func(amount budget.Money, d time.Duration) {
-		t.Helper()
-		var until time.Time
-		if d > 0 {
-			until = c.Now().Add(d)
-		}
-		if err := s.SetCeiling(ctx, team.Partition, team.Bucket, int64(amount), until); err != nil {
-			t.Fatal(err)
 		}
 	}
 	set(300*budget.Dollar, 0)
@@ -172,20 +160,18 @@ func temporaryOverAnOverride(t *testing.T, s budget.Backend, c *Clock) {
 	capacity(90*budget.Dollar, "a permanent change over a temporary one")
 }
 
-// lapseAChange: a freeze is a change with no end over what was in force;
-// Lapse ends it and what it lapsed to is back — a permanent $300, or a
-// temporary top-up still lasting, or the configured amount; with nothing
-// in force it says so.
-func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
-	team := usdMonth("team", 10*budget.Dollar)
-	capacity := func(want budget.Money, when string) {
+// ceilingSteps are the steps the run-time ceiling cases take on budget
+// team: capacity checks what is in force, set makes a change (for d, or
+// for good when d is 0).
+func ceilingSteps(t *testing.T, s budget.Backend, c *Clock, team budget.Limit) (capacity func(budget.Money, string), set func(budget.Money, time.Duration)) {
+	capacity = func(want budget.Money, when string) {
 		t.Helper()
 		st, err := s.Peek(ctx, []budget.Limit{team})
 		if err != nil || st[0].Capacity != int64(want) {
 			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
 		}
 	}
-	set := func(amount budget.Money, d time.Duration) {
+	set = func(amount budget.Money, d time.Duration) {
 		t.Helper()
 		var until time.Time
 		if d > 0 {
@@ -195,6 +181,16 @@ func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
 			t.Fatal(err)
 		}
 	}
+	return capacity, set
+}
+
+// lapseAChange: a freeze is a change with no end over what was in force;
+// Lapse ends it and what it lapsed to is back — a permanent $300, or a
+// temporary top-up still lasting, or the configured amount; with nothing
+// in force it says so.
+func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
+	team := usdMonth("team", 10*budget.Dollar)
+	capacity, set := ceilingSteps(t, s, c, team)
 	lapse := func(want bool) {
 		t.Helper()
 		if ok, err := s.Lapse(ctx, team.Partition, team.Bucket); err != nil || ok != want {
@@ -226,13 +222,7 @@ func lapseAChange(t *testing.T, s budget.Backend, c *Clock) {
 // from then; not over a change that lapses.
 func scheduleAChange(t *testing.T, s budget.Backend, c *Clock) {
 	team := usdMonth("team", 10*budget.Dollar)
-	capacity := func(want budget.Money, when string) {
-		t.Helper()
-		st, err := s.Peek(ctx, []budget.Limit{team})
-		if err != nil || st[0].Capacity != int64(want) {
-			t.Fatalf("%s: capacity %+v %v, want %d", when, st, err, want)
-		}
-	}
+	capacity, _ := ceilingSteps(t, s, c, team)
 	schedule := func(amount budget.Money, in time.Duration, want bool) {
 		t.Helper()
 		if ok, err := s.Schedule(ctx, team.Partition, team.Bucket, int64(amount), team.Amount, c.Now().Add(in)); err != nil || ok != want {

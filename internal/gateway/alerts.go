@@ -102,16 +102,9 @@ func (a *alerter) refused(ctx context.Context, cl *Call, e *budget.RefusedError)
 // crossed fires every threshold budget l's status s has reached (all of
 // them when exhausted).
 func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budget.Status, exhausted bool) {
-	if l.Kind != budget.Ceiling || l.Shadow || s.Capacity <= 0 {
+	key, ok := alertable(cl, l)
+	if !ok || s.Capacity <= 0 {
 		return
-	}
-	key := ""
-	switch l.Scope {
-	case budget.ScopeOrg, budget.ScopeTeam:
-	case budget.ScopeKey:
-		key = cl.principal.Key
-	default:
-		return // per-user and per-model budgets would alert per user and model
 	}
 	// As it is, past the ceiling too: over 100 % is 100 % crossed.
 	used, basis := s.Spent, "settled"
@@ -133,22 +126,12 @@ func (a *alerter) crossed(ctx context.Context, cl *Call, l budget.Limit, s budge
 			a.mu.Unlock()
 			continue
 		}
-		a.mu.Lock()
-		done := a.fired[id]
-		a.fired[id] = true
-		a.mu.Unlock()
-		if done || !a.take(ctx, l, id) {
+		if !a.claimOnce(ctx, l, id) {
 			continue
-		}
-		if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
-			a.g.log.Warn("counting a fired alert for the finance page", "err", err) // the alert still goes out
 		}
 		alert := Alert{Kind: "threshold", Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
 			Threshold: th, Used: used, Limit: s.Capacity, Unit: l.Unit.String(), Basis: basis, Key: key}
-		owner := alert.Org + "/" + alert.Team
-		if key != "" {
-			owner += " key " + key
-		}
+		owner := ownerOf(cl, key)
 		verb := "spent"
 		if a.pending {
 			verb = "spent or reserved"
@@ -174,34 +157,16 @@ func (a *alerter) blocked(ctx context.Context, cl *Call, e *budget.RefusedError,
 		return
 	}
 	l, d := e.Limit, e.Result.Decider
-	if l.Kind != budget.Ceiling || l.Shadow || d < 0 || d >= len(e.Result.Status) {
-		return
-	}
-	key := ""
-	switch l.Scope {
-	case budget.ScopeOrg, budget.ScopeTeam:
-	case budget.ScopeKey:
-		key = cl.principal.Key
-	default:
+	key, ok := alertable(cl, l)
+	if !ok || d < 0 || d >= len(e.Result.Status) {
 		return
 	}
 	s := e.Result.Status[d]
 	period := budget.PeriodID(l.Period, a.g.now(), l.Location)
-	id := policy.BlockedAlertID(l, period)
-	a.mu.Lock()
-	done := a.fired[id]
-	a.fired[id] = true
-	a.mu.Unlock()
-	if done || !a.take(ctx, l, id) {
+	if !a.claimOnce(ctx, l, policy.BlockedAlertID(l, period)) {
 		return
 	}
-	if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
-		a.g.log.Warn("counting a fired alert for the finance page", "err", err)
-	}
-	owner := cl.principal.Org + "/" + cl.principal.Team
-	if key != "" {
-		owner += " key " + key
-	}
+	owner := ownerOf(cl, key)
 	need := cl.estimate.Of(l.Unit)
 	alert := Alert{Kind: "blocked", Scope: l.Scope.String(), Org: cl.principal.Org, Team: cl.principal.Team, Budget: l.Name, Period: period,
 		Used: s.Spent, Limit: s.Capacity, Unit: l.Unit.String(), Basis: "settled", Key: key,
@@ -216,6 +181,48 @@ func (a *alerter) blocked(ctx context.Context, cl *Call, e *budget.RefusedError,
 	a.g.metrics.Alerts.WithLabelValues(alert.Scope, alert.Team, l.Name, "blocked").Inc()
 	a.g.log.Warn("budget blocked: what is left fits no request", "scope", alert.Scope, "team", alert.Team, "budget", l.Name, "period", period)
 	a.send(alert)
+}
+
+// alertable tells whether budget l alerts, and the key it names (a key's
+// budget): org, team and key budgets do; per-user and per-model ones would
+// alert per user and model.
+func alertable(cl *Call, l budget.Limit) (key string, ok bool) {
+	if l.Kind != budget.Ceiling || l.Shadow {
+		return "", false
+	}
+	switch l.Scope {
+	case budget.ScopeOrg, budget.ScopeTeam:
+		return "", true
+	case budget.ScopeKey:
+		return cl.principal.Key, true
+	}
+	return "", false
+}
+
+// ownerOf is whose budget an alert is about, as its text says.
+func ownerOf(cl *Call, key string) string {
+	owner := cl.principal.Org + "/" + cl.principal.Team
+	if key != "" {
+		owner += " key " + key
+	}
+	return owner
+}
+
+// claimOnce claims alert id for this instance, once a period across every
+// instance, and counts it for the finance page: true if this call is the
+// one that sends it.
+func (a *alerter) claimOnce(ctx context.Context, l budget.Limit, id string) bool {
+	a.mu.Lock()
+	done := a.fired[id]
+	a.fired[id] = true
+	a.mu.Unlock()
+	if done || !a.take(ctx, l, id) {
+		return false
+	}
+	if _, _, err := a.g.engine.Count(context.WithoutCancel(ctx), l.Partition, policy.AlertFired(id), 1, policy.AlertClaimTTL(l, a.g.now())); err != nil {
+		a.g.log.Warn("counting a fired alert for the finance page", "err", err) // the alert still goes out
+	}
+	return true
 }
 
 // take claims an alert for this instance: a claim in the store that
